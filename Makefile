@@ -1,0 +1,77 @@
+# The two commands a newcomer needs: `make book` and `make test`. Both create .venv if missing.
+# Other targets: export (chapters -> lib/), sync (check lib/ and notebooks are in sync),
+# execute (CHAPTER=<name>, or all chapters), bench, clean.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CHAPTER ?=
+# Where the datasets are. The machines that develop this book keep them at ../shared/data;
+# elsewhere the loaders download into a per-user cache. Override: make test LIB_DATA_DIR=/path
+ifneq ($(wildcard ../shared/data/README.md),)
+LIB_DATA_DIR ?= $(abspath ../shared/data)
+endif
+ifneq ($(LIB_DATA_DIR),)
+export LIB_DATA_DIR := $(abspath $(LIB_DATA_DIR))
+endif
+
+.PHONY: book test export sync execute unit nbval render browser bench clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 12) else \
+	  "make: Python >= 3.12 is needed (jax >= 0.11), found %d.%d: pass PYTHON=python3.12, or use pyenv with this repository'"'"'s .python-version" % v[:2])'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[book,test,dev]"
+	touch $(STAMP)
+
+book: $(STAMP)
+	$(VENV)/bin/jupyter-book build . --builder html --warningiserror --keep-going
+	@echo "book: open _build/html/index.html"
+
+export: $(STAMP)
+	$(PY) tools/export.py
+
+sync: $(STAMP)
+	$(PY) tools/export.py --check
+	$(PY) tools/sync.py
+
+execute: $(STAMP)
+	$(PY) tools/execute.py $(if $(CHAPTER),$(CHAPTER),--all)
+
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "make: the rendered-book test needs chromium and chromedriver (Debian: apt-get install chromium chromium-driver)"; exit 1; fi; }
+
+unit: $(STAMP)
+	$(PY) -m pytest tests -m "not render"
+
+nbval: $(STAMP)
+	$(PY) -m pytest --nbval-lax --sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider book/*.ipynb
+
+render: $(STAMP) browser
+	$(PY) -m pytest tests -m render
+
+# Every check: library and notebooks in sync, unit tests, the executed chapters (nbval),
+# the book built with warnings as errors, and the rendered book in headless Chromium.
+test: $(STAMP) browser
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory sync && \
+	$(PY) -m pytest tests -m "not render" && \
+	$(PY) -m pytest --nbval-lax --sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider book/*.ipynb && \
+	$(MAKE) --no-print-directory book && \
+	$(PY) -m pytest tests -m render; \
+	rc=$$?; echo "make test: exit $$rc after $$(( $$(date +%s) - start )) s"; exit $$rc
+
+bench: $(STAMP)
+	@ls benchmarks/*.py >/dev/null 2>&1 || { echo "bench: no benchmarks yet"; exit 0; }
+	for f in benchmarks/*.py; do $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf _build .pytest_cache

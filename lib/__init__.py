@@ -1,0 +1,26 @@
+"""lib: the library of the book "Re-derived: five papers in JAX".
+
+Each module is generated from the book chapter of the same name (book/<module>.md) and is
+imported on first use, so `import lib` stays light:
+
+    data      the papers' datasets: loaders, parsers, fingerprints      (Appendix A)
+    toolkit   training loop, NaN/Inf stop, seeding, checkpoints, presets,
+              paper-scale experiments (`python -m lib`)                  (Appendix B)
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+MODULES = ("data", "toolkit")
+__all__ = ["__version__", *MODULES]
+
+
+def __getattr__(name):
+    if name in MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'lib' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(MODULES))
