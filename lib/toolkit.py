@@ -1,0 +1,560 @@
+# GENERATED FILE: do not edit. Source: book/toolkit.md. Edit the chapter, then run `make export`.
+# (tools/export.py copies the chapter's `#| export` cells here, in order.)
+
+
+# %% book/toolkit.md:38
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+
+# %% book/toolkit.md:70
+def make_rngs(seed: int, **streams: int) -> nnx.Rngs:
+    """Flax NNX random streams from one integer seed (Appendix B, "Seeds").
+
+    streams: extra named streams with their own offsets, e.g. make_rngs(0, dropout=1).
+    """
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an integer, got {type(seed).__name__} {seed!r}")
+    return nnx.Rngs(int(seed), **{name: int(seed) * 1_000_003 + int(off) for name, off in streams.items()})
+
+
+def step_key(key: jax.Array, step) -> jax.Array:
+    """The key of step `step` of a loop driven by `key`: fold_in(key, step), independent of history."""
+    return jax.random.fold_in(key, step)
+
+
+# %% book/toolkit.md:104
+def _is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def check_array(
+    x,
+    name: str,
+    *,
+    ndim: int | None = None,
+    shape: tuple | None = None,
+    dtype: str | None = None,
+    finite: bool = True,
+    binary: bool = False,
+):
+    """Validate an array argument and return it as an array; raise ValueError naming `name`.
+
+    shape: expected shape, None entries are free, e.g. (None, 784). dtype: a numpy kind,
+    "floating", "integer" or "bool". finite: reject NaN/Inf. binary: values must be 0 or 1.
+    """
+    if not hasattr(x, "shape"):
+        try:
+            x = np.asarray(x)
+        except Exception as err:
+            raise ValueError(f"{name} must be an array, got {type(x).__name__}") from err
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
+    if shape is not None:
+        if len(shape) != x.ndim or any(s is not None and s != t for s, t in zip(shape, x.shape)):
+            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            raise ValueError(f"{name} must have shape {want}, got {tuple(x.shape)}")
+    kinds = {"floating": jnp.floating, "integer": jnp.integer, "bool": jnp.bool_}
+    if dtype is not None:
+        if dtype not in kinds:
+            raise ValueError(f"dtype must be one of {sorted(kinds)}, got {dtype!r}")
+        if not jnp.issubdtype(x.dtype, kinds[dtype]):
+            raise ValueError(f"{name} must have a {dtype} dtype, got {x.dtype}")
+    if _is_traced(x):
+        return x
+    values = np.asarray(x)
+    if finite and jnp.issubdtype(values.dtype, jnp.inexact) and not np.isfinite(values).all():
+        bad = np.argwhere(~np.isfinite(values))[0]
+        raise ValueError(f"{name} must be finite, got {values[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+    if binary and values.size and not np.isin(values, (0, 1)).all():
+        bad = np.argwhere(~np.isin(values, (0, 1)))[0]
+        raise ValueError(f"{name} must be binary (0 or 1), got {values[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+    return x
+
+
+# %% book/toolkit.md:173
+PRESETS = ("book", "paper")
+PRESET_ENV = "LIB_PRESET"
+
+
+def current_preset() -> str:
+    """The active preset: the environment variable LIB_PRESET, default "book"."""
+    name = os.environ.get(PRESET_ENV, "book")
+    if name not in PRESETS:
+        raise ValueError(f"{PRESET_ENV} must be one of {PRESETS}, got {name!r}")
+    return name
+
+
+def preset(*, book: dict, paper: dict, name: str | None = None) -> dict:
+    """The configuration of the active preset (or of `name`): a copy of `book` or `paper`.
+
+    The two must set the same keys, so that switching presets never leaves a knob undefined.
+    """
+    if set(book) != set(paper):
+        raise ValueError(f"book and paper presets must set the same keys; differ in {sorted(set(book) ^ set(paper))}")
+    name = current_preset() if name is None else name
+    if name not in PRESETS:
+        raise ValueError(f"preset must be one of {PRESETS}, got {name!r}")
+    return dict(book if name == "book" else paper)
+
+
+# %% book/toolkit.md:220
+class NonFiniteError(FloatingPointError):
+    """A training quantity became NaN or infinite; carries the step and the quantity's name."""
+
+    def __init__(self, step: int, name: str, value: float, hint: str = ""):
+        self.step, self.name, self.value = step, name, value
+        msg = f"step {step}: {name} is {value} (not finite); training stopped."
+        super().__init__(msg + (" " + hint if hint else ""))
+
+
+def check_finite(step: int, metrics: dict, hint: str = "") -> None:
+    """Raise NonFiniteError for the first metric of `metrics` (name -> scalar) that is NaN or Inf."""
+    for name in sorted(metrics):
+        value = float(np.asarray(metrics[name]))
+        if not np.isfinite(value):
+            raise NonFiniteError(step, name, value, hint)
+
+
+# %% book/toolkit.md:243
+@dataclasses.dataclass
+class FitResult:
+    """What `fit` returns: the final state, per-step metrics, and where the run started."""
+
+    state: Any
+    history: dict[str, np.ndarray]
+    start_step: int
+    wall_seconds: float
+
+
+def _checkpoint_manager(directory, keep: int = 2):
+    import orbax.checkpoint as ocp
+
+    return ocp.CheckpointManager(Path(directory).resolve(), options=ocp.CheckpointManagerOptions(max_to_keep=keep))
+
+
+def save_checkpoint(directory, step: int, state, extra: dict | None = None) -> None:
+    """Save `state` (a pytree) and JSON-able `extra` as checkpoint `step` in `directory`."""
+    import orbax.checkpoint as ocp
+
+    with _checkpoint_manager(directory) as mngr:
+        mngr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                extra=ocp.args.JsonSave(extra or {})), force=True)
+        mngr.wait_until_finished()
+
+
+def restore_checkpoint(directory, like) -> tuple[int, Any, dict] | None:
+    """The latest checkpoint in `directory` as (step, state, extra), or None if there is none.
+
+    like: a pytree with the structure, shapes and dtypes of the saved state (e.g. the initial state).
+    """
+    import orbax.checkpoint as ocp
+
+    if not Path(directory).exists():
+        return None
+    with _checkpoint_manager(directory) as mngr:
+        step = mngr.latest_step()
+        if step is None:
+            return None
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        out = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                         extra=ocp.args.JsonRestore()))
+    return step, out.state, dict(out.extra or {})
+
+
+# %% book/toolkit.md:290
+def fit(
+    step: Callable,
+    state,
+    data: Callable[[int], Any],
+    num_steps: int,
+    *,
+    key: jax.Array,
+    log_every: int = 100,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    desc: str = "train",
+    progress: bool = True,
+    first_step: int = 0,
+    stop_after: int | None = None,
+    hint: str = "lower the learning rate, or check the data and the initialisation",
+) -> FitResult:
+    """Run `num_steps` of `state, metrics = step(state, data(t), fold_in(key, t))` (Appendix B).
+
+    step: pure function (state pytree, batch, key) -> (state, dict of scalar metrics); jitted here.
+    data: t -> batch of step t. Metrics are fetched every `log_every` steps and checked for NaN/Inf
+    (NonFiniteError names the first bad step). With `checkpoint_dir`, the state is saved every
+    `checkpoint_every` steps (a multiple of log_every; default: log_every) and at the end, and a
+    later call resumes from the latest checkpoint. `first_step`: the step `state` is at (to train in
+chunks, e.g. evaluating between calls). `stop_after` ends the call after that many steps
+    (an interruption, for tests) without a final checkpoint.
+    """
+    from tqdm.auto import tqdm
+
+    if not isinstance(num_steps, (int, np.integer)) or num_steps < 0:
+        raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
+    if log_every < 1:
+        raise ValueError(f"log_every must be at least 1, got {log_every}")
+    checkpoint_every = checkpoint_every or log_every
+    if checkpoint_dir is not None and checkpoint_every % log_every:
+        raise ValueError(f"checkpoint_every ({checkpoint_every}) must be a multiple of log_every ({log_every})")
+    history: dict[str, list] = {}
+    start = int(first_step)
+    if checkpoint_dir is not None:
+        restored = restore_checkpoint(checkpoint_dir, state)
+        if restored is not None:
+            if restored[0] > start:
+                start, state, extra = restored
+                history = {k: list(v) for k, v in extra.get("history", {}).items()}
+    jitted = jax.jit(step)
+    began = time.perf_counter()
+    pending: list = []
+    t = start
+    end = num_steps if stop_after is None else min(num_steps, start + stop_after)
+
+    def flush():
+        if not pending:
+            return {}
+        host = jax.device_get([m for _, m in pending])
+        for (s, _), m in zip(pending, host):
+            check_finite(s, m, hint)
+            for name, value in m.items():
+                history.setdefault(name, []).append(float(value))
+            history.setdefault("step", []).append(s)
+        pending.clear()
+        return host[-1]
+
+    with tqdm(total=num_steps, initial=start, desc=desc, disable=not progress, dynamic_ncols=True) as bar:
+        while t < end:
+            state, metrics = jitted(state, data(t), step_key(key, t))
+            pending.append((t, metrics))
+            t += 1
+            if t % log_every == 0 or t == end:
+                last = flush()
+                bar.update(t - bar.n)
+                bar.set_postfix({k: f"{float(v):.4g}" for k, v in last.items()}, refresh=False)
+                if checkpoint_dir is not None and (t % checkpoint_every == 0 or t == num_steps):
+                    save_checkpoint(checkpoint_dir, t, state, {"history": history})
+    jax.block_until_ready(state)
+    return FitResult(state, {k: np.asarray(v) for k, v in history.items()}, start, time.perf_counter() - began)
+
+
+# %% book/toolkit.md:372
+def minibatches(arrays, batch_size: int, *, key: jax.Array) -> Callable[[int], Any]:
+    """data(t) for `fit`: minibatch t of `arrays` (a pytree of arrays with a common first axis).
+
+    Each epoch is a fresh permutation drawn from fold_in(key, epoch); the last incomplete batch of
+    an epoch is dropped so every batch has `batch_size` rows (one compiled shape).
+    """
+    leaves = jax.tree.leaves(arrays)
+    if not leaves:
+        raise ValueError("arrays must hold at least one array")
+    n = leaves[0].shape[0]
+    if any(a.shape[0] != n for a in leaves):
+        raise ValueError(f"arrays must share their first dimension, got {[a.shape[0] for a in leaves]}")
+    if not 1 <= batch_size <= n:
+        raise ValueError(f"batch_size must be in 1..{n} (the number of examples), got {batch_size}")
+    per_epoch = n // batch_size
+    arrays = jax.tree.map(jnp.asarray, arrays)
+    permutation = jax.jit(lambda epoch: jax.random.permutation(jax.random.fold_in(key, epoch), n))
+
+    @jax.jit
+    def take(order, position):
+        idx = jax.lax.dynamic_slice_in_dim(order, position * batch_size, batch_size)
+        return jax.tree.map(lambda a: a[idx], arrays)
+
+    cache = {}  # the permutation of the current epoch, drawn once per epoch
+
+    def data(t: int):
+        epoch = t // per_epoch
+        if epoch not in cache:
+            cache.clear()
+            cache[epoch] = permutation(epoch)
+        return take(cache[epoch], t % per_epoch)
+
+    return data
+
+
+# %% book/toolkit.md:416
+class TrainState(NamedTuple):
+    """The pytree `fit` carries for an NNX model: parameters, other variables, optimizer state."""
+
+    params: Any
+    rest: Any
+    opt_state: Any
+
+
+def nnx_train_state(model: nnx.Module, tx: optax.GradientTransformation):
+    """Split `model` into (graphdef, TrainState) for `fit`; the optimizer sees only nnx.Param."""
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    return graphdef, TrainState(params, rest, tx.init(params))
+
+
+def nnx_model(graphdef, state: TrainState) -> nnx.Module:
+    """The NNX module held in a TrainState."""
+    return nnx.merge(graphdef, state.params, state.rest)
+
+
+def nnx_step(graphdef, tx: optax.GradientTransformation, loss_fn: Callable) -> Callable:
+    """A `fit` step for an NNX model: gradient of loss_fn(model, batch, key) -> (loss, metrics dict).
+
+    The step returns metrics {"loss": loss, **metrics, "grad_norm": global gradient norm}.
+    """
+
+    def step(state: TrainState, batch, key):
+        def loss_of(params):
+            model = nnx.merge(graphdef, params, state.rest)
+            loss, metrics = loss_fn(model, batch, key)
+            _, _, rest = nnx.split(model, nnx.Param, ...)
+            return loss, (metrics, rest)
+
+        (loss, (metrics, rest)), grads = jax.value_and_grad(loss_of, has_aux=True)(state.params)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        return TrainState(params, rest, opt_state), {"loss": loss, **metrics, "grad_norm": optax.global_norm(grads)}
+
+    return step
+
+
+# %% book/toolkit.md:464
+class SoftmaxRegression(nnx.Module):
+    """p(y | x) = softmax(W x + b): the toolkit's example model (Appendix B)."""
+
+    def __init__(self, n_in: int, n_classes: int, *, rngs: nnx.Rngs):
+        self.linear = nnx.Linear(n_in, n_classes, kernel_init=nnx.initializers.zeros, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.linear(x)
+
+
+def softmax_loss(model: SoftmaxRegression, batch, key):
+    """Mean cross-entropy of a batch (x (B, D) float, y (B,) int) and its accuracy."""
+    x, y = batch
+    logits = model(x)
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+    return loss, {"accuracy": (logits.argmax(-1) == y).mean()}
+
+
+def mnist_arrays(split: str, data_dir=None):
+    """MNIST as (x float32 (n, 784) in [0, 1], y int32 (n,)) for the example."""
+    from lib.data import load_mnist
+
+    images, labels = load_mnist(split, data_dir)
+    return images.reshape(len(images), -1).astype(np.float32) / 255.0, labels.astype(np.int32)
+
+
+# %% book/toolkit.md:577
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """A registered experiment: fn(config) -> list of row dicts."""
+
+    name: str
+    chapter: str
+    fn: Callable[[dict], list]
+    presets: dict
+    description: str
+
+
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def experiment(name: str, *, chapter: str, book: dict, paper: dict, description: str = ""):
+    """Decorator registering fn(config: dict) -> list[dict] as experiment `name` of `chapter`."""
+    if set(book) != set(paper):
+        raise ValueError(f"experiment {name}: book and paper presets must set the same keys")
+
+    def register(fn):
+        if name in EXPERIMENTS and EXPERIMENTS[name].fn.__qualname__ != fn.__qualname__:
+            raise ValueError(f"experiment {name!r} is registered twice")
+        doc = description or (fn.__doc__ or "").strip().split("\n")[0]
+        EXPERIMENTS[name] = Experiment(name, chapter, fn, {"book": dict(book), "paper": dict(paper)}, doc)
+        return fn
+
+    return register
+
+
+# %% book/toolkit.md:608
+def _git_commit() -> str:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except Exception:
+        return "unknown"
+
+
+def provenance() -> dict:
+    """Where and with what a result was computed: device, versions, git commit."""
+    import importlib.metadata as md
+
+    versions = {"python": platform.python_version()}
+    for pkg in ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "scipy", "rederived"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    devices = jax.devices()
+    device = {"platform": devices[0].platform, "kind": devices[0].device_kind, "count": len(devices),
+              "machine": platform.machine(), "cpus": os.cpu_count()}
+    return {"git_commit": _git_commit(), "device": device, "versions": versions}
+
+
+def _parse_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def run_experiment(name: str, preset: str = "book", overrides: dict | None = None,
+                   results_dir: str | os.PathLike = "results", command: str | None = None) -> dict:
+    """Run registered experiment `name` and write results/<chapter>/<name>.json; return the record.
+
+    overrides: keys of the preset to change; a run with overrides is recorded as "reduced": true
+    (it is not the preset's configuration).
+    """
+    if name not in EXPERIMENTS:
+        raise ValueError(f"no experiment {name!r}; registered: {', '.join(sorted(EXPERIMENTS)) or 'none'}")
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
+    exp = EXPERIMENTS[name]
+    config = dict(exp.presets[preset])
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(config))
+    if unknown:
+        raise ValueError(f"experiment {name}: unknown settings {unknown}; it has {sorted(config)}")
+    config.update(overrides)
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    began = time.perf_counter()
+    rows = exp.fn(config)
+    record = {
+        "experiment": name,
+        "chapter": exp.chapter,
+        "command": command or f"python -m lib {name} --preset {preset}"
+        + "".join(f" --set {k}={json.dumps(v)}" for k, v in overrides.items()),
+        "preset": preset,
+        "reduced": bool(overrides),
+        "started": started,
+        "wall_seconds": round(time.perf_counter() - began, 3),
+        **provenance(),
+        "config": config,
+        "rows": rows,
+    }
+    out = Path(results_dir) / exp.chapter / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1, default=float) + "\n")
+    record["path"] = str(out)
+    return record
+
+
+def load_results(chapter: str, name: str, results_dir: str | os.PathLike | None = None) -> dict | None:
+    """The record of results/<chapter>/<name>.json (None if that run has not been made)."""
+    base = Path(results_dir) if results_dir is not None else Path(__file__).resolve().parent.parent / "results"
+    path = base / chapter / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m lib`: list the registered experiments, or run one."""
+    parser = argparse.ArgumentParser(prog="python -m lib", description="Run the book's paper-scale experiments.")
+    parser.add_argument("experiment", nargs="?", help="experiment name (omit to list them)")
+    parser.add_argument("--preset", choices=PRESETS, default="paper")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one setting (JSON value); the run is recorded as reduced")
+    parser.add_argument("--results-dir", default="results")
+    args = parser.parse_args(argv)
+    if args.experiment is None:
+        print("experiments (python -m lib NAME --preset {book,paper}):")
+        for exp in sorted(EXPERIMENTS.values(), key=lambda e: (e.chapter, e.name)):
+            print(f"  {exp.name:28s} [{exp.chapter}] {exp.description}")
+            for p in PRESETS:
+                print(f"      {p:5s} {json.dumps(exp.presets[p])}")
+        return 0
+    overrides = {}
+    for item in args.set:
+        if "=" not in item:
+            parser.error(f"--set takes KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        overrides[k] = _parse_value(v)
+    command = "python -m lib " + " ".join(sys.argv[1:] if argv is None else argv)
+    try:
+        record = run_experiment(args.experiment, args.preset, overrides, args.results_dir, command)
+    except ValueError as err:
+        parser.error(str(err))
+    print(f"wrote {record['path']} ({record['wall_seconds']:.1f} s)")
+    return 0
+
+
+# %% book/toolkit.md:726
+@experiment("toolkit-mnist-softmax", chapter="toolkit",
+            book={"steps": 1200, "batch_size": 100, "learning_rate": 1e-3, "seed": 0},
+            paper={"steps": 12000, "batch_size": 100, "learning_rate": 1e-3, "seed": 0})
+def run_mnist_softmax(config: dict) -> list:
+    """Softmax regression on MNIST with Adam: test accuracy and cross-entropy every 10% of the run."""
+    x_train, y_train = mnist_arrays("train")
+    x_test, y_test = mnist_arrays("test")
+    key = jax.random.key(config["seed"])
+    tx = optax.adam(config["learning_rate"])
+    graphdef, state = nnx_train_state(SoftmaxRegression(784, 10, rngs=make_rngs(config["seed"])), tx)
+    step = nnx_step(graphdef, tx, softmax_loss)
+    data = minibatches((x_train, y_train), config["batch_size"], key=key)
+    rows, done = [], 0
+    for target in np.linspace(0, config["steps"], 11)[1:].astype(int).tolist():
+        state = fit(step, state, data, target, key=key, first_step=done, log_every=max(1, target - done),
+                    progress=False).state
+        done = target
+        loss, metrics = softmax_loss(nnx_model(graphdef, state), (x_test, y_test), key)
+        rows.append({"step": done, "test_cross_entropy": float(loss), "test_accuracy": float(metrics["accuracy"])})
+    return rows
+
+
+__all__ = [
+    'EXPERIMENTS',
+    'Experiment',
+    'FitResult',
+    'NonFiniteError',
+    'PRESETS',
+    'PRESET_ENV',
+    'SoftmaxRegression',
+    'TrainState',
+    'check_array',
+    'check_finite',
+    'current_preset',
+    'experiment',
+    'fit',
+    'load_results',
+    'main',
+    'make_rngs',
+    'minibatches',
+    'mnist_arrays',
+    'nnx_model',
+    'nnx_step',
+    'nnx_train_state',
+    'preset',
+    'provenance',
+    'restore_checkpoint',
+    'run_experiment',
+    'run_mnist_softmax',
+    'save_checkpoint',
+    'softmax_loss',
+    'step_key',
+]
