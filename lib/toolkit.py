@@ -89,7 +89,7 @@ def check_array(
     return x
 
 
-# %% book/toolkit.md:173
+# %% book/toolkit.md:174
 PRESETS = ("book", "paper")
 PRESET_ENV = "LIB_PRESET"
 
@@ -115,25 +115,25 @@ def preset(*, book: dict, paper: dict, name: str | None = None) -> dict:
     return dict(book if name == "book" else paper)
 
 
-# %% book/toolkit.md:220
+# %% book/toolkit.md:221
 class NonFiniteError(FloatingPointError):
     """A training quantity became NaN or infinite; carries the step and the quantity's name."""
 
     def __init__(self, step: int, name: str, value: float, hint: str = ""):
         self.step, self.name, self.value = step, name, value
         msg = f"step {step}: {name} is {value} (not finite); training stopped."
-        super().__init__(msg + (" " + hint if hint else ""))
+        super().__init__(msg + (f" Hint: {hint}." if hint else ""))
 
 
 def check_finite(step: int, metrics: dict, hint: str = "") -> None:
     """Raise NonFiniteError for the first metric of `metrics` (name -> scalar) that is NaN or Inf."""
-    for name in sorted(metrics):
+    for name in sorted(metrics, key=lambda k: (k != "loss", k)):  # the loss first
         value = float(np.asarray(metrics[name]))
         if not np.isfinite(value):
             raise NonFiniteError(step, name, value, hint)
 
 
-# %% book/toolkit.md:243
+# %% book/toolkit.md:244
 @dataclasses.dataclass
 class FitResult:
     """What `fit` returns: the final state, per-step metrics, and where the run started."""
@@ -179,7 +179,7 @@ def restore_checkpoint(directory, like) -> tuple[int, Any, dict] | None:
     return step, out.state, dict(out.extra or {})
 
 
-# %% book/toolkit.md:290
+# %% book/toolkit.md:291
 def fit(
     step: Callable,
     state,
@@ -206,7 +206,11 @@ def fit(
 chunks, e.g. evaluating between calls). `stop_after` ends the call after that many steps
     (an interruption, for tests) without a final checkpoint.
     """
-    from tqdm.auto import tqdm
+    import warnings
+
+    with warnings.catch_warnings():  # tqdm.auto warns when Jupyter has no ipywidgets
+        warnings.simplefilter("ignore")
+        from tqdm.auto import tqdm
 
     if not isinstance(num_steps, (int, np.integer)) or num_steps < 0:
         raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
@@ -241,7 +245,9 @@ chunks, e.g. evaluating between calls). `stop_after` ends the call after that ma
         pending.clear()
         return host[-1]
 
-    with tqdm(total=num_steps, initial=start, desc=desc, disable=not progress, dynamic_ncols=True) as bar:
+    # progress=True leaves `disable` unset, so the environment (TQDM_DISABLE=1) can still turn bars off
+    bar_options = {} if progress else {"disable": True}
+    with tqdm(total=num_steps, initial=start, desc=desc, dynamic_ncols=True, **bar_options) as bar:
         while t < end:
             state, metrics = jitted(state, data(t), step_key(key, t))
             pending.append((t, metrics))
@@ -256,7 +262,7 @@ chunks, e.g. evaluating between calls). `stop_after` ends the call after that ma
     return FitResult(state, {k: np.asarray(v) for k, v in history.items()}, start, time.perf_counter() - began)
 
 
-# %% book/toolkit.md:372
+# %% book/toolkit.md:379
 def minibatches(arrays, batch_size: int, *, key: jax.Array) -> Callable[[int], Any]:
     """data(t) for `fit`: minibatch t of `arrays` (a pytree of arrays with a common first axis).
 
@@ -292,7 +298,7 @@ def minibatches(arrays, batch_size: int, *, key: jax.Array) -> Callable[[int], A
     return data
 
 
-# %% book/toolkit.md:416
+# %% book/toolkit.md:423
 class TrainState(NamedTuple):
     """The pytree `fit` carries for an NNX model: parameters, other variables, optimizer state."""
 
@@ -333,7 +339,7 @@ def nnx_step(graphdef, tx: optax.GradientTransformation, loss_fn: Callable) -> C
     return step
 
 
-# %% book/toolkit.md:464
+# %% book/toolkit.md:471
 class SoftmaxRegression(nnx.Module):
     """p(y | x) = softmax(W x + b): the toolkit's example model (Appendix B)."""
 
@@ -360,7 +366,7 @@ def mnist_arrays(split: str, data_dir=None):
     return images.reshape(len(images), -1).astype(np.float32) / 255.0, labels.astype(np.int32)
 
 
-# %% book/toolkit.md:577
+# %% book/toolkit.md:585
 @dataclasses.dataclass(frozen=True)
 class Experiment:
     """A registered experiment: fn(config) -> list of row dicts."""
@@ -390,7 +396,7 @@ def experiment(name: str, *, chapter: str, book: dict, paper: dict, description:
     return register
 
 
-# %% book/toolkit.md:608
+# %% book/toolkit.md:616
 def _git_commit() -> str:
     try:
         root = Path(__file__).resolve().parent.parent
@@ -504,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# %% book/toolkit.md:726
+# %% book/toolkit.md:734
 @experiment("toolkit-mnist-softmax", chapter="toolkit",
             book={"steps": 1200, "batch_size": 100, "learning_rate": 1e-3, "seed": 0},
             paper={"steps": 12000, "batch_size": 100, "learning_rate": 1e-3, "seed": 0})
