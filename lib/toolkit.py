@@ -1,5 +1,5 @@
 # GENERATED FILE: do not edit. Source: book/toolkit.md. Edit the chapter, then run `make export`.
-# (tools/export.py copies the chapter's `#| export` cells here, in order.)
+# (tools/export.py copies the chapter's exported cells here, in order.)
 
 
 # %% book/toolkit.md:38
