@@ -155,7 +155,8 @@ def save_checkpoint(directory, step: int, state, extra: dict | None = None) -> N
     import orbax.checkpoint as ocp
 
     with _checkpoint_manager(directory) as mngr:
-        mngr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+        # wrapped in a dict: orbax's StandardSave refuses a bare array as the whole tree
+        mngr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave({"state": state}),
                                                 extra=ocp.args.JsonSave(extra or {})), force=True)
         mngr.wait_until_finished()
 
@@ -173,13 +174,13 @@ def restore_checkpoint(directory, like) -> tuple[int, Any, dict] | None:
         step = mngr.latest_step()
         if step is None:
             return None
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"state": like})
         out = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
                                                          extra=ocp.args.JsonRestore()))
-    return step, out.state, dict(out.extra or {})
+    return step, out.state["state"], dict(out.extra or {})
 
 
-# %% book/toolkit.md:291
+# %% book/toolkit.md:292
 def fit(
     step: Callable,
     state,
@@ -262,7 +263,7 @@ chunks, e.g. evaluating between calls). `stop_after` ends the call after that ma
     return FitResult(state, {k: np.asarray(v) for k, v in history.items()}, start, time.perf_counter() - began)
 
 
-# %% book/toolkit.md:379
+# %% book/toolkit.md:380
 def minibatches(arrays, batch_size: int, *, key: jax.Array) -> Callable[[int], Any]:
     """data(t) for `fit`: minibatch t of `arrays` (a pytree of arrays with a common first axis).
 
@@ -298,7 +299,7 @@ def minibatches(arrays, batch_size: int, *, key: jax.Array) -> Callable[[int], A
     return data
 
 
-# %% book/toolkit.md:423
+# %% book/toolkit.md:424
 class TrainState(NamedTuple):
     """The pytree `fit` carries for an NNX model: parameters, other variables, optimizer state."""
 
@@ -318,6 +319,10 @@ def nnx_model(graphdef, state: TrainState) -> nnx.Module:
     return nnx.merge(graphdef, state.params, state.rest)
 
 
+def _global_norm(tree) -> jax.Array:
+    return jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(tree)))
+
+
 def nnx_step(graphdef, tx: optax.GradientTransformation, loss_fn: Callable) -> Callable:
     """A `fit` step for an NNX model: gradient of loss_fn(model, batch, key) -> (loss, metrics dict).
 
@@ -334,12 +339,12 @@ def nnx_step(graphdef, tx: optax.GradientTransformation, loss_fn: Callable) -> C
         (loss, (metrics, rest)), grads = jax.value_and_grad(loss_of, has_aux=True)(state.params)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        return TrainState(params, rest, opt_state), {"loss": loss, **metrics, "grad_norm": optax.global_norm(grads)}
+        return TrainState(params, rest, opt_state), {"loss": loss, **metrics, "grad_norm": _global_norm(grads)}
 
     return step
 
 
-# %% book/toolkit.md:471
+# %% book/toolkit.md:476
 class SoftmaxRegression(nnx.Module):
     """p(y | x) = softmax(W x + b): the toolkit's example model (Appendix B)."""
 
@@ -366,7 +371,7 @@ def mnist_arrays(split: str, data_dir=None):
     return images.reshape(len(images), -1).astype(np.float32) / 255.0, labels.astype(np.int32)
 
 
-# %% book/toolkit.md:585
+# %% book/toolkit.md:590
 @dataclasses.dataclass(frozen=True)
 class Experiment:
     """A registered experiment: fn(config) -> list of row dicts."""
@@ -396,7 +401,7 @@ def experiment(name: str, *, chapter: str, book: dict, paper: dict, description:
     return register
 
 
-# %% book/toolkit.md:616
+# %% book/toolkit.md:621
 def _git_commit() -> str:
     try:
         root = Path(__file__).resolve().parent.parent
@@ -510,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# %% book/toolkit.md:734
+# %% book/toolkit.md:739
 @experiment("toolkit-mnist-softmax", chapter="toolkit",
             book={"steps": 1200, "batch_size": 100, "learning_rate": 1e-3, "seed": 0},
             paper={"steps": 12000, "batch_size": 100, "learning_rate": 1e-3, "seed": 0})

@@ -244,13 +244,17 @@ def test_altered_uci_table_fails_the_fingerprint(data_dir, tmp_path):
 # ---------------------------------------------------------------- downloads, over loopback
 
 
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
 @pytest.fixture
 def server(tmp_path):
     """An HTTP server on 127.0.0.1 serving tmp_path/'www'; yields (root folder, base URL)."""
     www = tmp_path / "www"
     www.mkdir()
-    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
-    handler.log_message = lambda *a, **k: None
+    handler = partial(QuietHandler, directory=str(www))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

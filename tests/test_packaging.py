@@ -1,0 +1,60 @@
+"""Packaging: pyproject.toml and environment.yml list the same requirements; Python and lib layout."""
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import export  # noqa: E402
+
+
+def normalise(req: str) -> str:
+    name, spec = re.match(r"^\s*([A-Za-z0-9_.\-\[\]]+)\s*(.*)$", req).groups()
+    return re.sub(r"[-_.]+", "-", name).lower() + spec.replace(" ", "")
+
+
+def test_environment_yml_and_pyproject_list_the_same_requirements():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = set(project["dependencies"])
+    for extra in ("book", "test", "dev"):
+        wanted |= set(project["optional-dependencies"][extra])
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    listed = {r for r in pip if not r.startswith("-e")}
+    assert {normalise(r) for r in listed} == {normalise(r) for r in wanted}
+    assert "-e ." in pip
+    python = [d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python")]
+    assert python == ["python=3.12"]
+
+
+def test_python_version_and_jax_floor():
+    assert (ROOT / ".python-version").read_text().strip() == "3.12"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "jax>=0.11" in project["optional-dependencies"]["dev"]
+    # the library itself keeps a looser floor, so that Colab's GPU build of jax is kept
+    assert any(r.startswith("jax>=") and r != "jax>=0.11" for r in project["dependencies"])
+
+
+def test_jupyter_book_is_pinned_below_2():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "jupyter-book>=1.0.4,<2" in project["optional-dependencies"]["book"]
+
+
+def test_lib_init_lists_every_generated_module():
+    import lib
+
+    generated = {p.stem for p in export.generate(ROOT)}
+    assert set(lib.MODULES) == generated
+    for name in lib.MODULES:
+        assert getattr(lib, name).__name__ == f"lib.{name}"
+
+
+def test_generated_modules_export_their_public_names():
+    import lib.data
+
+    assert "load_mnist" in lib.data.__all__ and "read_idx" in lib.data.__all__
+    assert all(not n.startswith("_") for n in lib.data.__all__)

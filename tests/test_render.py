@@ -1,0 +1,103 @@
+"""The rendered book in headless Chromium: math typeset, figures loaded, Colab buttons right.
+
+Needs `make book` first (the Makefile's `test` target builds it) and Debian's chromium and
+chromium-driver (`make browser` installs them). Saves screenshots under _build/.
+"""
+
+import functools
+import http.server
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+pytestmark = pytest.mark.render
+
+PAGES = {
+    # page: (has math, has figures, notebook behind it)
+    "book/intro.html": (True, False, None),
+    "book/data.html": (False, True, "book/data.ipynb"),
+    "book/toolkit.html": (True, True, "book/toolkit.ipynb"),
+}
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site():
+    if not (HTML / "book" / "intro.html").exists():
+        pytest.fail("the book is not built: run `make book` first")
+    handler = functools.partial(QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.fail("chromium and chromedriver are needed: `make browser` (Debian: chromium chromium-driver)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1280,1600"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=opts)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver, script: str, timeout: float = 30.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = driver.execute_script(script)
+        if value:
+            return value
+        time.sleep(0.2)
+    return driver.execute_script(script)
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_page_renders(site, browser, page):
+    has_math, has_figures, notebook = PAGES[page]
+    browser.get(site + page)
+    scripts = browser.execute_script("return [...document.scripts].map(s => s.src).filter(Boolean)")
+    mathjax = [s for s in scripts if "mathjax" in s.lower() or "tex-" in s]
+    assert all(s.startswith(site) for s in mathjax), f"MathJax must be served locally: {mathjax}"
+    if has_math:
+        assert mathjax, "a page with math must load MathJax"
+        # MathJax 3 replaces each formula by an <mjx-container>; raw TeX must not remain
+        typeset = wait_for(browser, "return window.MathJax && MathJax.startup && MathJax.startup.document"
+                                    " && document.querySelectorAll('mjx-container').length")
+        assert typeset and typeset > 0, "no typeset math on the page"
+        errors = browser.execute_script("return document.querySelectorAll('mjx-merror').length")
+        assert errors == 0, "MathJax reported errors"
+    if has_figures:
+        images = browser.execute_script(
+            "return [...document.querySelectorAll('.cell_output img')].map(i => [i.src, i.complete, i.naturalWidth])")
+        assert images, "no figures on the page"
+        broken = [src for src, done, width in images if not (done and width > 0)]
+        assert not broken, f"figures that did not load: {broken}"
+    links = browser.execute_script("return [...document.querySelectorAll('a')].map(a => a.href)")
+    colab = [h for h in links if "colab.research.google.com" in h]
+    if notebook:
+        assert colab and all(h.endswith("/" + notebook) for h in colab), colab
+    shot = ROOT / "_build" / f"screenshot-{Path(page).stem}.png"
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000

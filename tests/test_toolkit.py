@@ -1,0 +1,206 @@
+"""lib.toolkit: input checks, presets, the training loop (NaN stop, resume), NNX steps, experiments."""
+
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+import lib.toolkit as T
+
+
+# ---------------------------------------------------------------- input checks
+
+def test_check_array_accepts_good_input():
+    x = np.zeros((4, 3), np.float32)
+    assert T.check_array(x, "x", ndim=2, shape=(None, 3), dtype="floating", binary=True) is x
+
+
+@pytest.mark.parametrize("kwargs, x, message", [
+    ({"ndim": 2}, np.zeros(3), "x must have 2 dimensions, got shape (3,)"),
+    ({"shape": (None, 4)}, np.zeros((2, 3)), "x must have shape (*, 4), got (2, 3)"),
+    ({"dtype": "integer"}, np.zeros(2), "x must have a integer dtype, got float64"),
+    ({}, np.array([1.0, np.inf]), "x must be finite, got inf at index (1,)"),
+    ({"binary": True}, np.array([0, 2]), "x must be binary (0 or 1), got 2 at index (1,)"),
+])
+def test_check_array_names_the_argument(kwargs, x, message):
+    with pytest.raises(ValueError) as err:
+        T.check_array(x, "x", **kwargs)
+    assert str(err.value) == message
+
+
+def test_check_array_under_jit_checks_shapes_only():
+    f = jax.jit(lambda x: T.check_array(x, "x", shape=(2,), binary=True) * 2)
+    assert (f(jnp.array([0.5, 1.0])) == jnp.array([1.0, 2.0])).all()  # values unknown when tracing
+    with pytest.raises(ValueError, match="shape"):
+        f(jnp.zeros(3))
+
+
+# ---------------------------------------------------------------- presets and seeds
+
+def test_preset_follows_the_environment(monkeypatch):
+    monkeypatch.delenv("LIB_PRESET", raising=False)
+    assert T.preset(book={"n": 1}, paper={"n": 2}) == {"n": 1}
+    monkeypatch.setenv("LIB_PRESET", "paper")
+    assert T.preset(book={"n": 1}, paper={"n": 2}) == {"n": 2}
+    monkeypatch.setenv("LIB_PRESET", "huge")
+    with pytest.raises(ValueError, match="LIB_PRESET must be one of"):
+        T.preset(book={"n": 1}, paper={"n": 2})
+    with pytest.raises(ValueError, match="same keys"):
+        T.preset(book={"n": 1}, paper={"m": 2}, name="book")
+
+
+def test_make_rngs_is_deterministic_and_checks_the_seed():
+    a, b = T.make_rngs(3, dropout=1), T.make_rngs(3, dropout=1)
+    assert (jax.random.key_data(a.params()) == jax.random.key_data(b.params())).all()
+    assert (jax.random.key_data(a.dropout()) != jax.random.key_data(T.make_rngs(3).params())).any()
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        T.make_rngs(1.5)
+
+
+# ---------------------------------------------------------------- the training loop
+
+def quadratic_step(state, batch, key):
+    """Gradient descent on 0.5 |w - batch|^2 plus a little noise from the key."""
+    w = state
+    grad = w - batch + 0.01 * jax.random.normal(key, w.shape)
+    w = w - 0.1 * grad
+    return w, {"loss": 0.5 * jnp.sum((w - batch) ** 2)}
+
+
+def test_fit_runs_and_records_every_step():
+    data = lambda t: jnp.full(3, 2.0)  # noqa: E731
+    res = T.fit(quadratic_step, jnp.zeros(3), data, 250, key=jax.random.key(0), log_every=100, progress=False)
+    assert np.allclose(res.state, 2.0, atol=0.05)
+    assert list(res.history["step"]) == list(range(250)) and res.history["loss"].shape == (250,)
+    assert res.start_step == 0
+
+
+def test_fit_stops_at_the_first_nonfinite_step():
+    def step(w, batch, key):
+        t = batch
+        loss = jnp.where(t >= 37, jnp.nan, 1.0)
+        return w + 1, {"loss": loss, "other": jnp.float32(0.0)}
+
+    with pytest.raises(T.NonFiniteError) as err:
+        T.fit(step, jnp.zeros(()), lambda t: jnp.int32(t), 1000, key=jax.random.key(0), log_every=100, progress=False)
+    assert err.value.step == 37 and err.value.name == "loss"
+    assert str(err.value).startswith("step 37: loss is nan (not finite); training stopped.")
+
+
+def test_fit_checkpoints_and_resumes_bit_for_bit(tmp_path):
+    key = jax.random.key(1)
+    data = lambda t: jnp.sin(jnp.arange(3.0) + t)  # noqa: E731
+    kw = dict(key=key, log_every=10, checkpoint_dir=tmp_path / "ck", checkpoint_every=40, progress=False)
+    first = T.fit(quadratic_step, jnp.zeros(3), data, 200, stop_after=130, **kw)
+    assert len(first.history["loss"]) == 130
+    resumed = T.fit(quadratic_step, jnp.zeros(3), data, 200, **kw)
+    assert resumed.start_step == 120  # the latest checkpoint: at most one interval of work lost
+    straight = T.fit(quadratic_step, jnp.zeros(3), data, 200, key=key, log_every=10, progress=False)
+    assert np.array_equal(np.asarray(resumed.state), np.asarray(straight.state))
+    assert np.array_equal(resumed.history["loss"], straight.history["loss"])
+    again = T.fit(quadratic_step, jnp.zeros(3), data, 200, **kw)  # already done: nothing to run
+    assert again.start_step == 200 and np.array_equal(np.asarray(again.state), np.asarray(straight.state))
+
+
+def test_fit_rejects_bad_settings():
+    with pytest.raises(ValueError, match="multiple of log_every"):
+        T.fit(quadratic_step, jnp.zeros(3), lambda t: 0.0, 10, key=jax.random.key(0), log_every=3,
+              checkpoint_dir="/tmp/x", checkpoint_every=5, progress=False)
+    with pytest.raises(ValueError, match="num_steps"):
+        T.fit(quadratic_step, jnp.zeros(3), lambda t: 0.0, -1, key=jax.random.key(0))
+
+
+def test_minibatches_visit_every_example_once_per_epoch():
+    x = jnp.arange(20)
+    data = T.minibatches({"x": x, "y": -x}, 5, key=jax.random.key(0))
+    epoch0 = np.concatenate([np.asarray(data(t)["x"]) for t in range(4)])
+    epoch1 = np.concatenate([np.asarray(data(t)["x"]) for t in range(4, 8)])
+    assert sorted(epoch0) == list(range(20)) == sorted(epoch1)
+    assert not np.array_equal(epoch0, epoch1)
+    assert np.array_equal(np.asarray(data(2)["y"]), -np.asarray(data(2)["x"]))
+    assert np.array_equal(np.asarray(data(6)["x"]), epoch1[10:15])  # a function of t alone
+    with pytest.raises(ValueError, match="batch_size"):
+        T.minibatches(x, 21, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="first dimension"):
+        T.minibatches((x, x[:5]), 2, key=jax.random.key(0))
+
+
+def test_nnx_step_matches_finite_differences():
+    model = T.SoftmaxRegression(4, 3, rngs=T.make_rngs(0))
+    rng = np.random.default_rng(0)
+    model.linear.kernel[...] = jnp.asarray(rng.normal(size=(4, 3)), jnp.float32)
+    x = jnp.asarray(rng.normal(size=(8, 4)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, 3, 8), jnp.int32)
+    lr = 1e-3
+    tx = optax.sgd(lr)
+    graphdef, state = T.nnx_train_state(model, tx)
+    new_state, metrics = T.nnx_step(graphdef, tx, T.softmax_loss)(state, (x, y), jax.random.key(0))
+    grad = (state.params["linear"]["kernel"][...] - new_state.params["linear"]["kernel"][...]) / lr
+
+    xs, ys = np.asarray(x, np.float64), np.asarray(y)
+    bias = np.asarray(state.params["linear"]["bias"][...], np.float64)
+
+    def loss_at(kernel):  # the mean cross-entropy in float64 numpy: an independent oracle
+        logits = xs @ kernel + bias
+        m = logits.max(1, keepdims=True)
+        logz = (m + np.log(np.exp(logits - m).sum(1, keepdims=True)))[:, 0]
+        return float(np.mean(logz - logits[np.arange(len(ys)), ys]))
+
+    k0 = np.asarray(state.params["linear"]["kernel"][...], np.float64)
+    eps = 1e-5
+    for i, j in [(0, 0), (2, 1), (3, 2)]:
+        kp, km = k0.copy(), k0.copy()
+        kp[i, j] += eps
+        km[i, j] -= eps
+        fd = (loss_at(kp) - loss_at(km)) / (2 * eps)
+        assert abs(fd - float(grad[i, j])) < 1e-3 * max(1.0, abs(fd)), (i, j, fd, float(grad[i, j]))
+    assert abs(loss_at(k0) - float(metrics["loss"])) < 1e-5
+    assert set(metrics) == {"loss", "accuracy", "grad_norm"}
+
+
+# ---------------------------------------------------------------- experiments and results files
+
+def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
+    @T.experiment("test-sum", chapter="testing", book={"n": 3}, paper={"n": 1000})
+    def run_sum(config):
+        """Sums 0..n-1."""
+        return [{"n": config["n"], "sum": sum(range(config["n"]))}]
+
+    try:
+        rec = T.run_experiment("test-sum", "paper", {"n": 4}, results_dir=tmp_path)
+        saved = json.loads((tmp_path / "testing" / "test-sum.json").read_text())
+        for field in ("command", "git_commit", "started", "wall_seconds", "device", "versions", "config", "rows"):
+            assert field in saved, field
+        assert saved["rows"] == [{"n": 4, "sum": 6}] and saved["config"] == {"n": 4}
+        assert saved["reduced"] is True and saved["preset"] == "paper" and "--set n=4" in saved["command"]
+        assert saved["versions"]["jax"] == jax.__version__ and saved["device"]["platform"] == jax.devices()[0].platform
+        assert rec["path"].endswith("test-sum.json")
+        with pytest.raises(ValueError, match="unknown settings"):
+            T.run_experiment("test-sum", "book", {"m": 1}, results_dir=tmp_path)
+        with pytest.raises(ValueError, match="no experiment 'nope'"):
+            T.run_experiment("nope")
+    finally:
+        T.EXPERIMENTS.pop("test-sum", None)
+
+
+def test_python_m_lib_lists_and_reports_errors():
+    out = subprocess.run([sys.executable, "-m", "lib"], capture_output=True, text=True)
+    assert out.returncode == 0 and "toolkit-mnist-softmax" in out.stdout and "paper" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "lib", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no experiment 'nope'" in bad.stderr
+
+
+def test_python_m_lib_runs_an_experiment(tmp_path, data_dir):
+    cmd = [sys.executable, "-m", "lib", "toolkit-mnist-softmax", "--preset", "book", "--set", "steps=20",
+           "--results-dir", str(tmp_path)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    rec = json.loads((tmp_path / "toolkit" / "toolkit-mnist-softmax.json").read_text())
+    assert rec["reduced"] and rec["config"]["steps"] == 20 and len(rec["rows"]) == 10
+    assert 0.5 < rec["rows"][-1]["test_accuracy"] <= 1.0
