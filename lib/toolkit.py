@@ -2,7 +2,7 @@
 # (tools/export.py copies the chapter's exported cells here, in order.)
 
 
-# %% book/toolkit.md:38
+# %% book/toolkit.md
 from __future__ import annotations
 
 import argparse
@@ -24,7 +24,7 @@ import optax
 from flax import nnx
 
 
-# %% book/toolkit.md:70
+# %% book/toolkit.md
 def make_rngs(seed: int, **streams: int) -> nnx.Rngs:
     """Flax NNX random streams from one integer seed (Appendix B, "Seeds").
 
@@ -40,7 +40,7 @@ def step_key(key: jax.Array, step) -> jax.Array:
     return jax.random.fold_in(key, step)
 
 
-# %% book/toolkit.md:104
+# %% book/toolkit.md
 def _is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
@@ -89,7 +89,7 @@ def check_array(
     return x
 
 
-# %% book/toolkit.md:174
+# %% book/toolkit.md
 PRESETS = ("book", "paper")
 PRESET_ENV = "LIB_PRESET"
 
@@ -115,7 +115,7 @@ def preset(*, book: dict, paper: dict, name: str | None = None) -> dict:
     return dict(book if name == "book" else paper)
 
 
-# %% book/toolkit.md:221
+# %% book/toolkit.md
 class NonFiniteError(FloatingPointError):
     """A training quantity became NaN or infinite; carries the step and the quantity's name."""
 
@@ -133,7 +133,7 @@ def check_finite(step: int, metrics: dict, hint: str = "") -> None:
             raise NonFiniteError(step, name, value, hint)
 
 
-# %% book/toolkit.md:244
+# %% book/toolkit.md
 @dataclasses.dataclass
 class FitResult:
     """What `fit` returns: the final state, per-step metrics, and where the run started."""
@@ -180,7 +180,7 @@ def restore_checkpoint(directory, like) -> tuple[int, Any, dict] | None:
     return step, out.state["state"], dict(out.extra or {})
 
 
-# %% book/toolkit.md:292
+# %% book/toolkit.md
 def fit(
     step: Callable,
     state,
@@ -263,7 +263,7 @@ chunks, e.g. evaluating between calls). `stop_after` ends the call after that ma
     return FitResult(state, {k: np.asarray(v) for k, v in history.items()}, start, time.perf_counter() - began)
 
 
-# %% book/toolkit.md:380
+# %% book/toolkit.md
 def minibatches(arrays, batch_size: int, *, key: jax.Array) -> Callable[[int], Any]:
     """data(t) for `fit`: minibatch t of `arrays` (a pytree of arrays with a common first axis).
 
@@ -299,7 +299,7 @@ def minibatches(arrays, batch_size: int, *, key: jax.Array) -> Callable[[int], A
     return data
 
 
-# %% book/toolkit.md:424
+# %% book/toolkit.md
 class TrainState(NamedTuple):
     """The pytree `fit` carries for an NNX model: parameters, other variables, optimizer state."""
 
@@ -344,7 +344,7 @@ def nnx_step(graphdef, tx: optax.GradientTransformation, loss_fn: Callable) -> C
     return step
 
 
-# %% book/toolkit.md:476
+# %% book/toolkit.md
 class SoftmaxRegression(nnx.Module):
     """p(y | x) = softmax(W x + b): the toolkit's example model (Appendix B)."""
 
@@ -371,7 +371,7 @@ def mnist_arrays(split: str, data_dir=None):
     return images.reshape(len(images), -1).astype(np.float32) / 255.0, labels.astype(np.int32)
 
 
-# %% book/toolkit.md:590
+# %% book/toolkit.md
 @dataclasses.dataclass(frozen=True)
 class Experiment:
     """A registered experiment: fn(config) -> list of row dicts."""
@@ -401,10 +401,23 @@ def experiment(name: str, *, chapter: str, book: dict, paper: dict, description:
     return register
 
 
-# %% book/toolkit.md:621
+# %% book/toolkit.md
+def project_root() -> Path | None:
+    """The checkout of this book that holds `lib` (a folder with pyproject.toml and lib/), if any.
+
+    Looked for above the module's file, then above the working directory (a chapter runs in book/).
+    """
+    starts = [Path(globals()["__file__"]).resolve().parent] if "__file__" in globals() else []
+    for start in starts + [Path.cwd().resolve()]:
+        for folder in (start, *start.parents):
+            if (folder / "pyproject.toml").is_file() and (folder / "lib").is_dir():
+                return folder
+    return None
+
+
 def _git_commit() -> str:
     try:
-        root = Path(__file__).resolve().parent.parent
+        root = project_root()
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, check=True).stdout.strip()
@@ -478,8 +491,16 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
 
 
 def load_results(chapter: str, name: str, results_dir: str | os.PathLike | None = None) -> dict | None:
-    """The record of results/<chapter>/<name>.json (None if that run has not been made)."""
-    base = Path(results_dir) if results_dir is not None else Path(__file__).resolve().parent.parent / "results"
+    """The record of results/<chapter>/<name>.json (None if that run has not been made).
+
+    results_dir: default, the results/ folder of the checkout (see project_root).
+    """
+    if results_dir is None:
+        root = project_root()
+        if root is None:
+            return None
+        results_dir = root / "results"
+    base = Path(results_dir)
     path = base / chapter / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -515,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# %% book/toolkit.md:739
+# %% book/toolkit.md
 @experiment("toolkit-mnist-softmax", chapter="toolkit",
             book={"steps": 1200, "batch_size": 100, "learning_rate": 1e-3, "seed": 0},
             paper={"steps": 12000, "batch_size": 100, "learning_rate": 1e-3, "seed": 0})
@@ -561,6 +582,7 @@ __all__ = [
     'nnx_step',
     'nnx_train_state',
     'preset',
+    'project_root',
     'provenance',
     'restore_checkpoint',
     'run_experiment',

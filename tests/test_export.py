@@ -54,7 +54,7 @@ def test_export_writes_cells_in_order_with_markers(repo):
     assert run(repo).returncode == 0
     text = (repo / "lib" / "demo.py").read_text()
     assert text.startswith(export.GENERATED_MARK) and "book/demo.md" in text.splitlines()[0]
-    assert "# %% book/demo.md:8\n" in text  # the line of the first `#| export`
+    assert text.count("\n# %% book/demo.md\n") == 2  # one provenance marker per exported cell
     assert text.index("def area") < text.index("class Circle")
     assert "not exported" not in text and "#| export" not in text
     assert "__all__ = [\n    'Circle',\n    'area',\n]" in text
@@ -103,6 +103,13 @@ def test_export_rejects_redefinitions_and_self_imports(repo, second, message):
     md.write_text(md.read_text() + "\n```{code-cell} ipython3\n#| export\n" + second + "\n```\n")
     res = run(repo)
     assert res.returncode == 2 and message in res.stderr
+
+
+def test_export_rejects_a_self_import_in_any_cell(repo):
+    md = repo / "book" / "demo.md"
+    md.write_text(md.read_text() + "\n```{code-cell} ipython3\nfrom lib.demo import area\nprint(area(2))\n```\n")
+    res = run(repo)
+    assert res.returncode == 2 and "imports its own module" in res.stderr
 
 
 def test_export_requires_default_exp(repo):

@@ -8,7 +8,7 @@ Rules (DESIGN.md, "Notebook -> library export"):
 - a chapter names its module once, in a code cell `#| default_exp <module>`;
 - a code cell whose first line is `#| export` goes, verbatim and in order, into
   `lib/<module>.py`, after a header saying the file is generated, each cell preceded by a
-  provenance marker `# %% book/<chapter>.md:<line>`;
+  provenance marker `# %% book/<chapter>.md`;
 - a name bound twice at the top level of one module (def, class, assignment, or an import that
   rebinds a defined name) is an error, and so is a chapter importing its own module;
 - `--check` also fails on generated files that no chapter produces any more and on generated
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,11 +97,19 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
         return None
     if module is None:
         raise ExportError(f"{src}: has `#| export` cells but no `#| default_exp <module>` cell")
+    own = re.compile(rf"^\s*(from\s+lib\.{module}\b|import\s+lib\.{module}\b|from\s+lib\s+import\s+.*\b{module}\b)", re.M)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and own.search(cell.source):
+            line = own.search(cell.source).group(0).strip()
+            raise ExportError(f"{src}: the chapter imports its own module ({line!r}); "
+                              f"use the names its cells define, lib.{module} is generated from them")
 
     seen: dict[str, tuple[str, str | None, int]] = {}
     search_from = 0
     parts = [HEADER.format(src=src)]
     for source in cells:
+        # the line of the cell in the chapter, for error messages (not written to lib/: a prose
+        # edit above a cell would otherwise change every generated file below it)
         line_no = next(
             (i + 1 for i in range(search_from, len(md_lines)) if md_lines[i].strip() == "#| export"),
             None,
@@ -113,14 +122,6 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
             tree = ast.parse(body)
         except SyntaxError as err:
             raise ExportError(f"{src}:{line_no + (err.lineno or 0)}: syntax error in exported cell: {err.msg}") from err
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            if any(n == f"lib.{module}" or n.startswith(f"lib.{module}.") for n in names):
-                raise ExportError(f"{src}:{line_no}: the chapter imports its own module lib.{module}")
         for name, kind, text in _bindings(tree):
             if name in seen:
                 prev_kind, prev_text, prev_line = seen[name]
@@ -131,7 +132,7 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
                     f"(first at {src}:{prev_line})"
                 )
             seen[name] = (kind, text, line_no)
-        parts.append(f"\n\n# %% {src}:{line_no}\n{body}\n")
+        parts.append(f"\n\n# %% {src}\n{body}\n")
     public = sorted(n for n, (kind, _, _) in seen.items() if kind != "import" and not n.startswith("_"))
     parts.append("\n\n__all__ = [\n" + "".join(f"    {n!r},\n" for n in public) + "]\n")
     return module, "".join(parts)
