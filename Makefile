@@ -53,7 +53,7 @@ unit: $(STAMP)
 	$(PY) -m pytest tests -m "not render"
 
 nbval: $(STAMP)
-	$(PY) -m pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider book/*.ipynb
+	$(PY) -m pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg book/*.ipynb
 
 render: $(STAMP) browser
 	$(PY) -m pytest tests -m render
@@ -64,7 +64,7 @@ test: $(STAMP) browser
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory sync && \
 	$(PY) -m pytest tests -m "not render" && \
-	$(PY) -m pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider book/*.ipynb && \
+	$(PY) -m pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg book/*.ipynb && \
 	$(MAKE) --no-print-directory book && \
 	$(PY) -m pytest tests -m render; \
 	rc=$$?; echo "make test: exit $$rc after $$(( $$(date +%s) - start )) s"; exit $$rc
