@@ -6,13 +6,14 @@ imported on first use, so `import lib` stays light:
     data      the papers' datasets: loaders, parsers, fingerprints      (Appendix A)
     toolkit   training loop, NaN/Inf stop, seeding, checkpoints, presets,
               paper-scale experiments (`python -m lib`)                  (Appendix B)
+    dgp       deep Gaussian processes, doubly stochastic variational inference
 """
 
 import importlib
 
 __version__ = "0.1.0"
 
-MODULES = ("data", "toolkit")
+MODULES = ("data", "toolkit", "dgp")
 __all__ = ["__version__", *MODULES]
 
 

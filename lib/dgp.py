@@ -1,0 +1,524 @@
+# GENERATED FILE: do not edit. Source: book/dgp.md. Edit the chapter, then run `make export`.
+# (tools/export.py copies the chapter's exported cells here, in order.)
+
+
+# %% book/dgp.md
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.scipy.linalg import cho_solve, solve_triangular
+
+from lib.toolkit import check_array
+
+
+# %% book/dgp.md
+def conditional_marginals(Kzz_chol, Kzx, kxx_diag, q_mu, q_sqrt, whiten: bool):
+    """Marginal means and variances of q(f_i) for one sparse GP layer (eq. dgp-marginals, dgp-whitened).
+
+    Kzz_chol (M, M): lower Cholesky factor of K_ZZ. Kzx (M, N). kxx_diag (N,): k(x_i, x_i).
+    q_mu (M, P): the inducing means (of u - m(Z), or of v when whitened). q_sqrt (P, M, M): lower
+    triangular factors of the inducing covariances, one per output. Returns (mean (N, P), var (N, P)),
+    without the mean function m(x).
+    """
+    M, P = q_mu.shape
+    # L^{-1} costs O(M^3) once; every O(M^2 N) product below is then a matrix product (GEMM),
+    # which runs at the machine's full rate, unlike a triangular solve against N right-hand sides.
+    Linv = solve_triangular(Kzz_chol, jnp.eye(M, dtype=Kzx.dtype), lower=True)
+    if whiten:
+        A = Linv @ Kzx  # L^{-1} K_ZX
+        quad = jnp.sum(A**2, 0)  # k(x,Z) K_ZZ^{-1} k(Z,x)
+    else:
+        A = (Linv.T @ Linv) @ Kzx  # alpha = K_ZZ^{-1} K_ZX
+        quad = jnp.sum(Kzx * A, 0)
+    mean = A.T @ q_mu
+    R = jnp.tril(q_sqrt)
+    RtA = jnp.swapaxes(R, 1, 2).reshape(P * M, M) @ A  # R_p^T alpha for every output, one product
+    var = kxx_diag[:, None] - quad[:, None] + jnp.sum(RtA.reshape(P, M, -1) ** 2, 1).T
+    return mean, var
+
+
+# %% book/dgp.md
+def gauss_kl(q_mu, q_sqrt, Kzz_chol=None):
+    """Sum over outputs of KL[N(q_mu[:, p], R_p R_p^T) || N(0, K)] (eq. dgp-kl).
+
+    q_mu (M, P); q_sqrt (P, M, M) lower triangular; Kzz_chol (M, M) lower Cholesky factor of K,
+    or None for K = I (whitened).
+    """
+    M, P = q_mu.shape
+    R = jnp.tril(q_sqrt)
+    logdet_S = 2.0 * jnp.sum(jnp.log(jnp.abs(jnp.diagonal(R, axis1=1, axis2=2))))
+    if Kzz_chol is None:
+        trace = jnp.sum(R**2)
+        maha = jnp.sum(q_mu**2)
+        logdet_K = 0.0
+    else:
+        LinvR = jax.vmap(lambda r: solve_triangular(Kzz_chol, r, lower=True))(R)
+        trace = jnp.sum(LinvR**2)
+        maha = jnp.sum(solve_triangular(Kzz_chol, q_mu, lower=True) ** 2)
+        logdet_K = P * 2.0 * jnp.sum(jnp.log(jnp.diagonal(Kzz_chol)))
+    return 0.5 * (trace + maha - M * P + logdet_K - logdet_S)
+
+
+# %% book/dgp.md
+def softplus_inverse(y):
+    """x with softplus(x) = y, for y > 0 (numerically stable for large y)."""
+    y = jnp.asarray(y)
+    return y + jnp.log(-jnp.expm1(-y))
+
+
+def rbf(x1, x2, lengthscales, variance):
+    """RBF kernel matrix (N1, N2) between x1 (N1, D) and x2 (N2, D) (Section 2)."""
+    a, b = x1 / lengthscales, x2 / lengthscales
+    sq = jnp.sum(a**2, -1)[:, None] + jnp.sum(b**2, -1)[None, :] - 2.0 * a @ b.T
+    return variance * jnp.exp(-0.5 * jnp.maximum(sq, 0.0))
+
+
+class RBF(nnx.Module):
+    """Squared-exponential kernel with one lengthscale per input dimension (ARD)."""
+
+    def __init__(self, input_dim: int, lengthscale: float = 1.0, variance: float = 1.0, dtype=jnp.float64):
+        if input_dim < 1:
+            raise ValueError(f"input_dim must be at least 1, got {input_dim}")
+        if lengthscale <= 0 or variance <= 0:
+            raise ValueError(f"lengthscale and variance must be positive, got {lengthscale} and {variance}")
+        self.input_dim = input_dim
+        self.raw_lengthscales = nnx.Param(softplus_inverse(jnp.full((input_dim,), lengthscale, dtype)))
+        self.raw_variance = nnx.Param(softplus_inverse(jnp.asarray(variance, dtype)))
+
+    @property
+    def lengthscales(self):
+        return jax.nn.softplus(self.raw_lengthscales[...])
+
+    @property
+    def variance(self):
+        return jax.nn.softplus(self.raw_variance[...])
+
+    def __call__(self, x1, x2):
+        return rbf(x1, x2, self.lengthscales, self.variance)
+
+    def diag(self, x):
+        return jnp.full(x.shape[:-1], self.variance, x.dtype)
+
+
+# %% book/dgp.md
+class Constant(nnx.Variable):
+    """A fixed array of a module: not a parameter, never updated by the optimiser."""
+
+
+class CholeskyError(FloatingPointError):
+    """A kernel matrix was not numerically positive definite."""
+
+
+def safe_cholesky(K, jitter: float, retries: int = 3):
+    """Lower Cholesky factor of K + jitter I, retrying with 10x, 100x, ... the jitter if it fails.
+
+    A failed factorisation shows as NaNs; each retry is a `lax.cond`, so the function stays
+    differentiable and jittable. If every try fails the NaNs are returned, and the training loop
+    stops with a message naming the step (Appendix B).
+    """
+    eye = jnp.eye(K.shape[-1], dtype=K.dtype)
+    L = jnp.linalg.cholesky(K + jitter * eye)
+    for i in range(1, retries + 1):
+        L = jax.lax.cond(jnp.any(jnp.isnan(L)), lambda j=jitter * 10.0**i: jnp.linalg.cholesky(K + j * eye), lambda: L)
+    return L
+
+
+class SVGPLayer(nnx.Module):
+    """One sparse variational GP layer with P outputs sharing kernel and inducing inputs (Section 3).
+
+    kernel: an RBF. Z (M, D_in): initial inducing inputs. num_outputs: P. mean_W (D_in, P) or None:
+    the fixed linear mean function m(x) = x W (None: zero). whiten: parameterise q(v) with
+    u = m(Z) + L v. q_sqrt_scale: initial q(u) covariance is q_sqrt_scale^2 times I (whitened) or
+    K_ZZ (not whitened). noise_variance: sigma_l^2 added to the kernel's diagonal. jitter: added to
+    K_ZZ before factorising.
+    """
+
+    def __init__(self, kernel: RBF, Z, num_outputs: int, mean_W=None, *, whiten: bool = False,
+                 q_sqrt_scale: float = 1.0, noise_variance: float = 0.0, jitter: float = 1e-6):
+        Z = jnp.asarray(Z)
+        check_array(Z, "Z", ndim=2, dtype="floating")
+        if Z.shape[1] != kernel.input_dim:
+            raise ValueError(f"Z must have {kernel.input_dim} columns (the kernel's input_dim), got {Z.shape[1]}")
+        if mean_W is not None:
+            mean_W = jnp.asarray(mean_W, Z.dtype)
+            if mean_W.shape != (Z.shape[1], num_outputs):
+                raise ValueError(f"mean_W must have shape {(Z.shape[1], num_outputs)}, got {mean_W.shape}")
+        M = Z.shape[0]
+        self.kernel = kernel
+        self.Z = nnx.Param(Z)
+        self.num_outputs = num_outputs
+        self.whiten = whiten
+        self.jitter = jitter
+        self.noise_variance = noise_variance
+        self.mean_W = Constant(mean_W) if mean_W is not None else None
+        self.q_mu = nnx.Param(jnp.zeros((M, num_outputs), Z.dtype))
+        if whiten:
+            R = q_sqrt_scale * jnp.eye(M, dtype=Z.dtype)
+        else:  # start from the prior covariance K_ZZ, scaled
+            R = q_sqrt_scale * self._chol()
+        self.q_sqrt = nnx.Param(jnp.tile(R[None], (num_outputs, 1, 1)))
+
+    def _chol(self):
+        Z = self.Z[...]
+        Kzz = self.kernel(Z, Z) + self.noise_variance * jnp.eye(Z.shape[0], dtype=Z.dtype)
+        return safe_cholesky(Kzz, self.jitter)
+
+    def mean_function(self, x):
+        return jnp.zeros(x.shape[:-1] + (self.num_outputs,), x.dtype) if self.mean_W is None else x @ self.mean_W[...]
+
+    def __call__(self, x):
+        """Marginals of q(f(x)): mean (N, P) and variance (N, P) for inputs x (N, D_in) (eq. dgp-marginals)."""
+        L = self._chol()
+        Z = self.Z[...]
+        kdiag = self.kernel.diag(x) + self.noise_variance
+        mean, var = conditional_marginals(L, self.kernel(Z, x), kdiag, self.q_mu[...], self.q_sqrt[...], self.whiten)
+        return mean + self.mean_function(x), jnp.maximum(var, 1e-12)
+
+    def kl(self):
+        """KL[q(u) || p(u)] summed over the layer's outputs (eq. dgp-kl)."""
+        return gauss_kl(self.q_mu[...], self.q_sqrt[...], None if self.whiten else self._chol())
+
+
+# %% book/dgp.md
+class Gaussian(nnx.Module):
+    """Gaussian likelihood p(y | f) = N(y | f, variance), variance learned (Section 4)."""
+
+    def __init__(self, variance: float = 0.05, dtype=jnp.float64):
+        if variance <= 0:
+            raise ValueError(f"variance must be positive, got {variance}")
+        self.raw_variance = nnx.Param(softplus_inverse(jnp.asarray(variance, dtype)))
+
+    @property
+    def variance(self):
+        return jax.nn.softplus(self.raw_variance[...]) + 1e-6
+
+    def variational_expectations(self, mean, var, y):
+        """E_{N(f | mean, var)}[log N(y | f, variance)], elementwise (eq. dgp-var-exp)."""
+        s2 = self.variance
+        return -0.5 * jnp.log(2 * jnp.pi * s2) - 0.5 * ((y - mean) ** 2 + var) / s2
+
+    def predict_mean_and_var(self, mean, var):
+        return mean, var + self.variance
+
+    def predict_log_density(self, mean, var, y):
+        """log N(y | mean, var + variance), elementwise."""
+        v = var + self.variance
+        return -0.5 * jnp.log(2 * jnp.pi * v) - 0.5 * (y - mean) ** 2 / v
+
+
+# %% book/dgp.md
+class DeepGP(nnx.Module):
+    """A deep GP of SVGPLayers with the doubly stochastic bound (Section 5). One layer: the SGP."""
+
+    def __init__(self, layers: Sequence[SVGPLayer], likelihood: Gaussian, num_data: int):
+        if not layers:
+            raise ValueError("a DeepGP needs at least one layer")
+        for l, (a, b) in enumerate(zip(layers[:-1], layers[1:])):
+            if a.num_outputs != b.kernel.input_dim:
+                raise ValueError(f"layer {l} has {a.num_outputs} outputs but layer {l + 1} takes "
+                                 f"{b.kernel.input_dim} inputs")
+        self.layers = nnx.List(layers)
+        self.likelihood = likelihood
+        self.num_data = int(num_data)
+        self.input_dim = layers[0].kernel.input_dim
+
+    def _check_x(self, x):
+        return check_array(x, "x", ndim=2, shape=(None, self.input_dim), dtype="floating")
+
+    def propagate(self, x, key, num_samples: int = 1):
+        """Sample through layers 1..L-1 (eq. dgp-sample); return the last layer's marginals.
+
+        x (N, D). Returns (mean, var), each (num_samples, N, P).
+        """
+        x = self._check_x(x)
+        S, N = num_samples, x.shape[0]
+        f = jnp.broadcast_to(x, (S,) + x.shape).reshape(S * N, -1)
+        keys = jax.random.split(key, len(self.layers))
+        for layer, k in zip(self.layers[:-1], keys):
+            mean, var = layer(f)
+            f = mean + jnp.sqrt(var) * jax.random.normal(k, mean.shape, mean.dtype)
+        mean, var = self.layers[-1](f)
+        return mean.reshape(S, N, -1), var.reshape(S, N, -1)
+
+    def kl(self):
+        return sum(layer.kl() for layer in self.layers)
+
+    def elbo(self, x, y, key, num_samples: int = 1):
+        """Unbiased estimate of the bound (eq. dgp-elbo) from a minibatch x (B, D), y (B, P)."""
+        mean, var = self.propagate(x, key, num_samples)
+        expected = jnp.mean(self.likelihood.variational_expectations(mean, var, y[None]), 0)  # (B, P)
+        return self.num_data / x.shape[0] * jnp.sum(expected) - self.kl()
+
+    def predict_y(self, x, key, num_samples: int = 100):
+        """Mean and variance of the predictive mixture of y (eq. 18), each (N, P)."""
+        mean, var = self.propagate(x, key, num_samples)
+        m, v = self.likelihood.predict_mean_and_var(mean, var)
+        mix_mean = jnp.mean(m, 0)
+        return mix_mean, jnp.mean(v + m**2, 0) - mix_mean**2
+
+    def log_density(self, x, y, key, num_samples: int = 100):
+        """log (1/S) sum_s p(y | mu_s, var_s) for each test point: the mixture's log density, (N, P)."""
+        mean, var = self.propagate(x, key, num_samples)
+        lp = self.likelihood.predict_log_density(mean, var, y[None])
+        return jax.scipy.special.logsumexp(lp, axis=0) - math.log(num_samples)
+
+
+# %% book/dgp.md
+def kmeans_inducing(x, num_inducing: int, seed: int = 0):
+    """Initial inducing inputs: k-means centres of x (N, D) (Section 6); all of x if N <= M."""
+    from scipy.cluster.vq import kmeans2
+
+    x = np.asarray(x)
+    if len(x) <= num_inducing:
+        return x.copy()
+    centres, _ = kmeans2(x, num_inducing, minit="points", seed=np.random.default_rng(seed))
+    return centres
+
+
+def linear_mean_matrix(x, width: int):
+    """The fixed mean function W (D, width) of an inner layer (Section 6).
+
+    Identity if width == D; the top `width` principal directions of x if narrower; identity padded
+    with zero columns if wider.
+    """
+    x = np.asarray(x)
+    D = x.shape[1]
+    if width == D:
+        return np.eye(D)
+    if width < D:
+        _, _, Vt = np.linalg.svd(x, full_matrices=False)
+        return Vt[:width].T
+    return np.concatenate([np.eye(D), np.zeros((D, width - D))], 1)
+
+
+def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: int | None = None,
+              whiten: bool = False, likelihood_variance: float = 0.05, inner_q_sqrt_scale: float = 1e-5,
+              inner_noise: float = 2e-6, lengthscale: float = 1.0, seed: int = 0) -> DeepGP:
+    """A DeepGP of `num_layers` layers for standardised data x (N, D), y (N, P), initialised as the paper.
+
+    num_layers = 1 gives the sparse GP baseline (SGP). inner_width: default min(30, D).
+    The dtype of x (float64 or float32) is the model's.
+    """
+    x = check_array(np.asarray(x), "x", ndim=2, dtype="floating")
+    y = check_array(np.asarray(y), "y", ndim=2, dtype="floating")
+    if len(x) != len(y):
+        raise ValueError(f"x and y must have the same number of rows, got {len(x)} and {len(y)}")
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be at least 1, got {num_layers}")
+    dtype = x.dtype
+    if dtype == np.float64 and not jax.config.jax_enable_x64:
+        raise ValueError("x is float64 but JAX is in 32-bit mode: call jax.config.update('jax_enable_x64', True) "
+                         "first, or pass float32 arrays for a float32 model")
+    N, D = x.shape
+    width = inner_width or min(30, D)
+    Z = kmeans_inducing(x, num_inducing, seed).astype(dtype)
+    layers, x_run, z_run, d_in = [], x, Z, D
+    for _ in range(num_layers - 1):
+        W = linear_mean_matrix(x_run, width).astype(dtype)
+        layer = SVGPLayer(RBF(d_in, lengthscale, 1.0, dtype), z_run, width, W, whiten=whiten,
+                          q_sqrt_scale=inner_q_sqrt_scale, noise_variance=inner_noise)
+        layers.append(layer)
+        x_run, z_run, d_in = x_run @ W, z_run @ W, width
+    layers.append(SVGPLayer(RBF(d_in, lengthscale, 1.0, dtype), z_run, y.shape[1], None, whiten=whiten))
+    return DeepGP(layers, Gaussian(likelihood_variance, dtype), num_data=N)
+
+
+# %% book/dgp.md
+class Standardizer(NamedTuple):
+    """Per-column mean and standard deviation of the training inputs and outputs (Section 7)."""
+
+    x_mean: np.ndarray
+    x_std: np.ndarray
+    y_mean: np.ndarray
+    y_std: np.ndarray
+
+    @classmethod
+    def fit(cls, x, y):
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64).reshape(len(y), -1)
+        x_std = x.std(0)
+        return cls(x.mean(0), np.where(x_std > 0, x_std, 1.0), y.mean(0), y.std(0))
+
+    def x(self, x):
+        return (np.asarray(x, np.float64) - self.x_mean) / self.x_std
+
+    def y(self, y):
+        return (np.asarray(y, np.float64).reshape(len(y), -1) - self.y_mean) / self.y_std
+
+
+def train_dgp(model: DeepGP, x, y, *, steps: int, batch_size: int | None = 10_000, learning_rate: float = 0.01,
+              num_samples: int = 1, seed: int = 0, log_every: int = 100, progress: bool = True,
+              checkpoint_dir=None):
+    """Maximise the bound with Adam (Section 7); return (trained model, per-step history of the loss).
+
+    x (N, D), y (N, P): standardised training data. batch_size: minibatch size, None or >= N for
+    full batch. The loss is -ELBO / N.
+    """
+    import optax
+
+    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
+
+    x, y = jnp.asarray(x), jnp.asarray(y)
+    N = x.shape[0]
+    key = jax.random.key(seed)
+    tx = optax.adam(learning_rate)
+    graphdef, state = nnx_train_state(model, tx)
+
+    def loss_fn(m, batch, k):
+        xb, yb = batch
+        return -m.elbo(xb, yb, k, num_samples) / N, {}
+
+    if batch_size is None or batch_size >= N:
+        data = lambda t: (x, y)  # noqa: E731
+    else:
+        data = minibatches((x, y), batch_size, key=jax.random.fold_in(key, 1))
+    hint = ("a Cholesky factorisation probably failed: standardise the data, or raise the layer's jitter "
+            "or lower the learning rate")
+    result = fit(nnx_step(graphdef, tx, loss_fn), state, data, steps, key=key, log_every=log_every,
+                 progress=progress, checkpoint_dir=checkpoint_dir, desc=f"DGP {len(model.layers)}", hint=hint)
+    return nnx_model(graphdef, result.state), result.history
+
+
+def evaluate_dgp(model: DeepGP, std: Standardizer, x_test, y_test, *, num_samples: int = 100, seed: int = 1,
+                 batch_size: int = 1000) -> dict:
+    """Test log-likelihood (mean per point) and RMSE in the original units of y (Section 7).
+
+    x_test (N, D), y_test (N,) or (N, P), raw (not standardised).
+    """
+    xs, ys = std.x(x_test), std.y(y_test)
+    key = jax.random.key(seed)
+    log_dens, means = [], []
+    for start in range(0, len(xs), batch_size):
+        xb = jnp.asarray(xs[start:start + batch_size])
+        yb = jnp.asarray(ys[start:start + batch_size])
+        k = jax.random.fold_in(key, start)
+        log_dens.append(np.asarray(model.log_density(xb, yb, k, num_samples)))
+        means.append(np.asarray(model.predict_y(xb, k, num_samples)[0]))
+    log_dens = np.concatenate(log_dens) - np.log(std.y_std)
+    means = np.concatenate(means)
+    rmse = np.sqrt(np.mean(((means - ys) * std.y_std) ** 2))
+    return {"test_log_likelihood": float(np.mean(log_dens)), "rmse": float(rmse)}
+
+
+# %% book/dgp.md
+from lib.toolkit import experiment as _experiment
+
+UCI_MODELS = {"SGP": (1, 100), "SGP 500": (1, 500), "DGP 2": (2, 100), "DGP 3": (3, 100),
+              "DGP 4": (4, 100), "DGP 5": (5, 100)}
+
+
+def run_uci_model(name: str, model: str, split: int, *, steps: int, batch_size: int = 10_000,
+                  learning_rate: float = 0.01, test_samples: int = 100, whiten: bool = False, seed: int = 0,
+                  progress: bool = False, data_dir=None) -> dict:
+    """Train and evaluate one model of UCI_MODELS on one split of a UCI set (Section 9); return a row."""
+    import time
+
+    from lib.data import load_uci
+
+    if model not in UCI_MODELS:
+        raise ValueError(f"model must be one of {list(UCI_MODELS)}, got {model!r}")
+    jax.config.update("jax_enable_x64", True)  # the experiments run in float64, as the paper's
+    layers, inducing = UCI_MODELS[model]
+    s = load_uci(name, split, data_dir)
+    std = Standardizer.fit(s.x_train, s.y_train)
+    x, y = std.x(s.x_train), std.y(s.y_train)
+    dgp = build_dgp(x, y, layers, num_inducing=inducing, whiten=whiten, seed=seed + split)
+    began = time.perf_counter()
+    dgp, hist = train_dgp(dgp, x, y, steps=steps, batch_size=batch_size, learning_rate=learning_rate,
+                          seed=seed + split, progress=progress)
+    seconds = time.perf_counter() - began
+    row = {"dataset": name, "split": split, "model": model, "steps": steps, "whiten": whiten,
+           "train_seconds": round(seconds, 2),
+           "final_loss": float(np.mean(hist["loss"][-100:]))}
+    row.update(evaluate_dgp(dgp, std, s.x_test, s.y_test, num_samples=test_samples, seed=seed + split))
+    return row
+
+
+@_experiment(
+    "dgp-uci", chapter="dgp",
+    book={"datasets": ["energy"], "splits": [0], "models": ["SGP", "DGP 2"],
+          "steps": 2500, "batch_size": 10_000, "test_samples": 100, "whiten": True},
+    paper={"datasets": ["bostonHousing", "concrete", "energy", "kin8nm", "naval-propulsion-plant", "power-plant",
+                        "protein-tertiary-structure", "wine-quality-red"],
+           "splits": "all", "models": list(UCI_MODELS), "steps": 10_000, "batch_size": 10_000, "test_samples": 100,
+           "whiten": False},
+)
+def run_dgp_uci(config: dict) -> list:
+    """UCI regression, SGP / SGP 500 / DGP 2-5, the paper's Figure 1 grid (splits "all": every split)."""
+    from lib.data import UCI_DATASETS
+
+    rows = []
+    for name in config["datasets"]:
+        splits = range(UCI_DATASETS[name][2]) if config["splits"] == "all" else config["splits"]
+        for split in splits:
+            for model in config["models"]:
+                rows.append(run_uci_model(name, model, split, steps=config["steps"], batch_size=config["batch_size"],
+                                          test_samples=config["test_samples"], whiten=config["whiten"]))
+    return rows
+
+
+# %% book/dgp.md
+def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: int = 1) -> float:
+    """Median seconds of one jitted gradient step of the bound on the batch x, y (Section 10)."""
+    import time
+
+    import optax
+
+    from lib.toolkit import nnx_step, nnx_train_state
+
+    tx = optax.adam(0.01)
+    graphdef, state = nnx_train_state(model, tx)
+    step = jax.jit(nnx_step(graphdef, tx, lambda m, b, k: (-m.elbo(b[0], b[1], k, num_samples), {})))
+    batch, key = (jnp.asarray(x), jnp.asarray(y)), jax.random.key(0)
+    state, _ = step(state, batch, key)
+    jax.block_until_ready(state)
+    times = []
+    for i in range(repeats):
+        began = time.perf_counter()
+        state, metrics = step(state, batch, jax.random.fold_in(key, i))
+        jax.block_until_ready(metrics)
+        times.append(time.perf_counter() - began)
+    return float(np.median(times))
+
+
+# %% book/dgp.md
+@_experiment(
+    "dgp-kin8nm", chapter="dgp",
+    book={"models": ["SGP", "DGP 2"], "steps": 200, "split": 0, "whiten": False},
+    paper={"models": list(UCI_MODELS), "steps": 5000, "split": 0, "whiten": False},
+)
+def run_dgp_kin8nm(config: dict) -> list:
+    """kin8nm, one split, the settings of the authors' notebook (5,000 Adam steps, full batch)."""
+    return [run_uci_model("kin8nm", model, config["split"], steps=config["steps"], whiten=config["whiten"])
+            for model in config["models"]]
+
+
+__all__ = [
+    'CholeskyError',
+    'Constant',
+    'DeepGP',
+    'Gaussian',
+    'RBF',
+    'SVGPLayer',
+    'Standardizer',
+    'UCI_MODELS',
+    'build_dgp',
+    'conditional_marginals',
+    'evaluate_dgp',
+    'gauss_kl',
+    'kmeans_inducing',
+    'linear_mean_matrix',
+    'rbf',
+    'run_dgp_kin8nm',
+    'run_dgp_uci',
+    'run_uci_model',
+    'safe_cholesky',
+    'softplus_inverse',
+    'time_gradient_step',
+    'train_dgp',
+]

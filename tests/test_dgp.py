@@ -1,0 +1,231 @@
+"""lib.dgp against independent oracles: exact GP marginal likelihood, dense formulas, Monte Carlo."""
+
+import jax
+import jax.flatten_util
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from scipy.stats import multivariate_normal  # noqa: E402
+
+import lib.dgp as G  # noqa: E402
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def exact_posterior_sgp(rng, n=15, d=2, noise=0.07, whiten=False):
+    x = rng.normal(size=(n, d))
+    y = np.sin(2 * x[:, :1]) + 0.1 * rng.normal(size=(n, 1))
+    kern = G.RBF(d, 0.9, 1.1)
+    layer = G.SVGPLayer(kern, jnp.asarray(x), 1, jitter=1e-10, whiten=whiten)
+    K = np.asarray(kern(jnp.asarray(x), jnp.asarray(x)))
+    C = K + noise * np.eye(n)
+    m = K @ np.linalg.solve(C, y)
+    S = K - K @ np.linalg.solve(C, K) + 1e-12 * np.eye(n)
+    if whiten:  # v = L^{-1} u
+        L = np.asarray(layer._chol())
+        m = np.linalg.solve(L, m)
+        S = np.linalg.solve(L, np.linalg.solve(L, S).T).T
+    layer.q_mu[...] = jnp.asarray(m)
+    layer.q_sqrt[...] = jnp.asarray(np.linalg.cholesky(S)[None])
+    lik = G.Gaussian(noise)
+    lik.raw_variance[...] = G.softplus_inverse(noise - 1e-6)
+    return G.DeepGP([layer], lik, n), x, y, multivariate_normal(np.zeros(n), C).logpdf(y[:, 0])
+
+
+@pytest.mark.parametrize("whiten", [False, True])
+def test_elbo_equals_exact_log_marginal_likelihood(rng, whiten):
+    model, x, y, exact = exact_posterior_sgp(rng, whiten=whiten)
+    elbo = float(model.elbo(jnp.asarray(x), jnp.asarray(y), jax.random.key(0)))
+    assert abs(elbo - exact) < 1e-5
+
+
+def test_elbo_is_below_exact_for_other_posteriors(rng):
+    model, x, y, exact = exact_posterior_sgp(rng)
+    model.layers[0].q_mu[...] = model.layers[0].q_mu[...] + 0.1
+    assert float(model.elbo(jnp.asarray(x), jnp.asarray(y), jax.random.key(0))) < exact - 1e-3
+
+
+def test_marginals_and_kl_match_dense_formulas(rng):
+    M, N, P = 6, 9, 3
+    Gm = rng.normal(size=(M + N, M + N))
+    K = Gm @ Gm.T + 0.1 * np.eye(M + N)
+    Kzz, Kzx, Kxx = K[:M, :M], K[:M, M:], K[M:, M:]
+    q_mu, q_sqrt = rng.normal(size=(M, P)), np.tril(rng.normal(size=(P, M, M)))
+    L = np.linalg.cholesky(Kzz)
+    mean, var = G.conditional_marginals(jnp.asarray(L), jnp.asarray(Kzx), jnp.asarray(np.diag(Kxx)),
+                                        jnp.asarray(q_mu), jnp.asarray(q_sqrt), whiten=False)
+    alpha = np.linalg.solve(Kzz, Kzx)
+    kl = 0.0
+    for p in range(P):
+        S = q_sqrt[p] @ q_sqrt[p].T
+        np.testing.assert_allclose(mean[:, p], alpha.T @ q_mu[:, p], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(var[:, p], np.diag(Kxx - alpha.T @ (Kzz - S) @ alpha), rtol=1e-8, atol=1e-8)
+        kl += 0.5 * (np.trace(np.linalg.solve(Kzz, S)) + q_mu[:, p] @ np.linalg.solve(Kzz, q_mu[:, p]) - M
+                     + np.linalg.slogdet(Kzz)[1] - np.linalg.slogdet(S)[1])
+    assert np.isclose(float(G.gauss_kl(jnp.asarray(q_mu), jnp.asarray(q_sqrt), jnp.asarray(L))), kl)
+    kl_white = sum(0.5 * (np.sum(q_sqrt[p] ** 2) + q_mu[:, p] @ q_mu[:, p] - M
+                          - np.linalg.slogdet(q_sqrt[p] @ q_sqrt[p].T)[1]) for p in range(P))
+    assert np.isclose(float(G.gauss_kl(jnp.asarray(q_mu), jnp.asarray(q_sqrt))), kl_white)
+
+
+def test_whitened_and_plain_layers_give_the_same_predictive(rng):
+    Z, x = jnp.asarray(rng.normal(size=(7, 2))), jnp.asarray(rng.normal(size=(11, 2)))
+    white = G.SVGPLayer(G.RBF(2, 0.8), Z, 3, whiten=True)
+    white.q_mu[...] = jnp.asarray(rng.normal(size=(7, 3)))
+    white.q_sqrt[...] = jnp.asarray(np.tril(rng.normal(size=(3, 7, 7))) * 0.3)
+    plain = G.SVGPLayer(G.RBF(2, 0.8), Z, 3, whiten=False)
+    L = white._chol()
+    plain.q_mu[...] = L @ white.q_mu[...]
+    plain.q_sqrt[...] = jnp.einsum("ij,pjk->pik", L, jnp.tril(white.q_sqrt[...]))
+    for a, b in zip(white(x), plain(x)):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    assert np.isclose(white.kl(), plain.kl())
+
+
+def test_samples_match_the_analytic_marginal_for_one_layer(rng):
+    """L = 1: the predictive mixture of S samples is the layer's Gaussian marginal exactly."""
+    Z, x = jnp.asarray(rng.normal(size=(5, 2))), jnp.asarray(rng.normal(size=(4, 2)))
+    layer = G.SVGPLayer(G.RBF(2), Z, 1, q_sqrt_scale=0.4)
+    layer.q_mu[...] = jnp.asarray(rng.normal(size=(5, 1)))
+    model = G.DeepGP([layer], G.Gaussian(0.1), 10)
+    m, v = model.predict_y(x, jax.random.key(0), 7)
+    m1, v1 = layer(x)
+    np.testing.assert_allclose(m, m1, rtol=1e-10)
+    np.testing.assert_allclose(v, v1 + model.likelihood.variance, rtol=1e-8)
+
+
+def test_two_layer_samples_have_the_inner_marginals(rng):
+    """Monte Carlo: the draws of eq. (15) at layer 1 have the layer's analytic mean and variance."""
+    Z = jnp.asarray(rng.normal(size=(6, 2)))
+    inner = G.SVGPLayer(G.RBF(2, 0.8), Z, 2, np.eye(2), q_sqrt_scale=0.5)
+    inner.q_mu[...] = jnp.asarray(rng.normal(size=(6, 2)))
+    outer = G.SVGPLayer(G.RBF(2), Z, 1)
+    outer.q_mu[...] = jnp.ones((6, 1))
+    model = G.DeepGP([inner, outer], G.Gaussian(0.1), 10)
+    x = jnp.asarray(rng.normal(size=(3, 2)))
+    S = 20000
+    mean, var = model.propagate(x, jax.random.key(1), S)  # last layer's marginals given sampled f^1
+    # E[mean of layer 2] estimated two ways: from propagate, and by integrating f^1 ~ N(mu1, var1) ourselves
+    mu1, var1 = inner(x)
+    f1 = mu1[None] + jnp.sqrt(var1)[None] * jax.random.normal(jax.random.key(2), (S,) + mu1.shape)
+    m2, _ = outer(f1.reshape(-1, 2))
+    a, b = np.asarray(mean[..., 0]), np.asarray(m2.reshape(S, 3))
+    se = np.sqrt(a.var(0) / S + b.var(0) / S)
+    assert np.all(np.abs(a.mean(0) - b.mean(0)) < 5 * se)
+
+
+def test_log_density_is_the_mixture(rng):
+    Z = jnp.asarray(rng.normal(size=(5, 1)))
+    model = G.DeepGP([G.SVGPLayer(G.RBF(1), Z, 1, np.eye(1), q_sqrt_scale=0.3), G.SVGPLayer(G.RBF(1), Z, 1)],
+                     G.Gaussian(0.2), 10)
+    x, y = jnp.asarray(rng.normal(size=(4, 1))), jnp.asarray(rng.normal(size=(4, 1)))
+    key = jax.random.key(5)
+    m, v = model.propagate(x, key, 30)
+    s2 = v + model.likelihood.variance
+    brute = np.log(np.mean(np.exp(-0.5 * np.log(2 * np.pi * s2) - 0.5 * (y[None] - m) ** 2 / s2), 0))
+    np.testing.assert_allclose(model.log_density(x, y, key, 30), brute, rtol=1e-10)
+
+
+def test_elbo_mean_does_not_depend_on_the_minibatch_size(rng):
+    from flax import nnx
+
+    x = rng.normal(size=(40, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(40, 1))
+    model = G.build_dgp(x, y, 2, num_inducing=8, inner_q_sqrt_scale=0.3)
+    graphdef, state = nnx.split(model)
+    xj, yj = jnp.asarray(x), jnp.asarray(y)
+
+    @jax.jit
+    def estimates(idx, keys):  # one bound estimate per (minibatch, key)
+        return jax.vmap(lambda i, k: nnx.merge(graphdef, state).elbo(xj[i], yj[i], k))(idx, keys)
+
+    full = estimates(jnp.tile(jnp.arange(40), (400, 1)), jax.random.split(jax.random.key(0), 400))
+    idx = jnp.stack([jax.random.choice(k, 40, (8,), replace=False)
+                     for k in jax.random.split(jax.random.key(1), 4000)])
+    mini = estimates(idx, jax.random.split(jax.random.key(2), 4000))
+    se = np.sqrt(np.var(mini) / 4000 + np.var(full) / 400)
+    assert abs(float(mini.mean()) - float(full.mean())) < 5 * se
+    assert np.var(mini) > np.var(full)  # the minibatch adds noise, not bias
+
+
+def test_build_dgp_mean_functions_and_widths(rng):
+    x = rng.normal(size=(50, 5))
+    y = rng.normal(size=(50, 1))
+    narrow = G.build_dgp(x, y, 3, num_inducing=10, inner_width=2)
+    W = np.asarray(narrow.layers[0].mean_W[...])
+    assert W.shape == (5, 2) and np.allclose(W.T @ W, np.eye(2))  # orthonormal PCA directions
+    assert narrow.layers[1].mean_W[...].shape == (2, 2) and np.allclose(narrow.layers[1].mean_W[...], np.eye(2))
+    assert narrow.layers[-1].mean_W is None and narrow.layers[-1].num_outputs == 1
+    np.testing.assert_allclose(narrow.layers[1].Z[...], narrow.layers[0].Z[...] @ W)  # Z follows the mean function
+    wide = G.build_dgp(x, y, 2, num_inducing=10, inner_width=7)
+    assert np.allclose(wide.layers[0].mean_W[...], np.concatenate([np.eye(5), np.zeros((5, 2))], 1))
+    same = G.build_dgp(x, y, 2, num_inducing=10)
+    assert np.allclose(same.layers[0].mean_W[...], np.eye(5))
+    # inner layers start almost deterministic, the last one at its prior
+    assert float(jnp.max(jnp.abs(same.layers[0].q_sqrt[...]))) < 1e-4
+    assert float(jnp.max(jnp.abs(same.layers[1].q_sqrt[...]))) > 0.1
+
+
+def test_training_improves_the_bound_and_standardizer_roundtrip(rng):
+    x = rng.uniform(-2, 2, size=(60, 1))
+    y = 3.0 + 2.0 * np.sin(2 * x) + 0.1 * rng.normal(size=(60, 1))
+    std = G.Standardizer.fit(x, y)
+    xs, ys = std.x(x), std.y(y)
+    assert np.allclose(xs.mean(0), 0) and np.allclose(ys.std(0), 1)
+    model = G.build_dgp(xs, ys, 1, num_inducing=10, whiten=True)
+    trained, hist = G.train_dgp(model, xs, ys, steps=500, progress=False)
+    assert hist["loss"][-20:].mean() < hist["loss"][:20].mean() - 0.5
+    ev = G.evaluate_dgp(trained, std, x, y[:, 0], num_samples=5)
+    assert ev["rmse"] < 0.2 and ev["test_log_likelihood"] > -0.5  # the noise is 0.1
+
+
+def test_safe_cholesky_recovers_with_more_jitter():
+    K = jnp.ones((4, 4)) - 1e-9 * jnp.eye(4)  # eigenvalues -1e-9 (x3) and 4: not positive definite
+    assert bool(jnp.any(jnp.isnan(jnp.linalg.cholesky(K + 1e-12 * jnp.eye(4)))))
+    L = G.safe_cholesky(K, 1e-12, retries=12)
+    assert not bool(jnp.any(jnp.isnan(L))) and np.allclose(L @ L.T, K, atol=1e-6)
+
+
+def test_bad_inputs_are_reported(rng):
+    x = rng.normal(size=(20, 3))
+    y = rng.normal(size=(20, 1))
+    model = G.build_dgp(x, y, 2, num_inducing=5)
+    with pytest.raises(ValueError, match=r"x must have shape \(\*, 3\), got \(4, 2\)"):
+        model.elbo(jnp.zeros((4, 2)), jnp.zeros((4, 1)), jax.random.key(0))
+    with pytest.raises(ValueError, match="x must be finite"):
+        G.build_dgp(np.full((5, 3), np.nan), y[:5], 1)
+    with pytest.raises(ValueError, match="same number of rows"):
+        G.build_dgp(x, y[:5], 1)
+    with pytest.raises(ValueError, match="num_layers"):
+        G.build_dgp(x, y, 0)
+    with pytest.raises(ValueError, match="layer 0 has 3 outputs but layer 1 takes 2"):
+        G.DeepGP([G.SVGPLayer(G.RBF(3), x[:4], 3), G.SVGPLayer(G.RBF(2), x[:4, :2], 1)], G.Gaussian(), 20)
+    with pytest.raises(ValueError, match="model must be one of"):
+        G.run_uci_model("energy", "DGP 9", 0, steps=1)
+
+
+@pytest.mark.parametrize("whiten", [False, True])
+def test_gradient_of_the_bound_matches_finite_differences(rng, whiten):
+    from flax import nnx
+
+    x = rng.normal(size=(12, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(12, 1))
+    model = G.build_dgp(x, y, 2, num_inducing=5, inner_q_sqrt_scale=0.2, whiten=whiten)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    key = jax.random.key(0)  # a fixed key: the estimate is a deterministic function of the parameters
+
+    def f(v):
+        return nnx.merge(graphdef, unravel(v), rest).elbo(jnp.asarray(x), jnp.asarray(y), key)
+
+    grad = jax.grad(f)(flat)
+    for i in np.random.default_rng(1).choice(flat.size, 12, replace=False):
+        e = jnp.zeros_like(flat).at[i].set(1e-6)
+        fd = (f(flat + e) - f(flat - e)) / 2e-6
+        assert abs(float(fd) - float(grad[i])) < 1e-5 * max(1.0, abs(float(fd))), (i, float(fd), float(grad[i]))
