@@ -17,7 +17,7 @@ ifneq ($(LIB_DATA_DIR),)
 export LIB_DATA_DIR := $(abspath $(LIB_DATA_DIR))
 endif
 
-.PHONY: book test export sync execute unit nbval render browser bench clean venv
+.PHONY: book test test-floor export sync execute unit nbval render browser bench clean venv
 
 venv: $(STAMP)
 
@@ -59,15 +59,28 @@ render: $(STAMP) browser
 	$(PY) -m pytest tests -m render
 
 # Every check: library and notebooks in sync, unit tests, the executed chapters (nbval),
-# the book built with warnings as errors, and the rendered book in headless Chromium.
+# the book built with warnings as errors, the rendered book in headless Chromium, and the
+# library's unit tests against the oldest jax/flax/orbax it declares.
 test: $(STAMP) browser
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory sync && \
 	$(PY) -m pytest tests -m "not render" && \
 	$(PY) -m pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg book/*.ipynb && \
 	$(MAKE) --no-print-directory book && \
-	$(PY) -m pytest tests -m render; \
+	$(PY) -m pytest tests -m render && \
+	$(MAKE) --no-print-directory test-floor; \
 	rc=$$?; echo "make test: exit $$rc after $$(( $$(date +%s) - start )) s"; exit $$rc
+
+# The library's declared floor (jax, flax, orbax) in its own environment: the unit tests of lib.
+FLOOR := .venv-floor
+$(FLOOR)/.installed: pyproject.toml tests/floor-constraints.txt
+	test -x $(FLOOR)/bin/python || $(PYTHON) -m venv $(FLOOR)
+	$(FLOOR)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOOR)/bin/python -m pip install --quiet -c tests/floor-constraints.txt -e . pytest pyyaml
+	touch $@
+
+test-floor: $(FLOOR)/.installed
+	$(FLOOR)/bin/python -m pytest tests/test_toolkit.py tests/test_dgp.py tests/test_data.py -q
 
 bench: $(STAMP)
 	@ls benchmarks/*.py >/dev/null 2>&1 || { echo "bench: no benchmarks yet"; exit 0; }

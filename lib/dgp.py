@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.scipy.linalg import solve_triangular
 
 from lib.toolkit import check_array
 
@@ -223,7 +223,8 @@ class DeepGP(nnx.Module):
             if a.num_outputs != b.kernel.input_dim:
                 raise ValueError(f"layer {l} has {a.num_outputs} outputs but layer {l + 1} takes "
                                  f"{b.kernel.input_dim} inputs")
-        self.layers = nnx.List(layers)
+        # nnx.List (flax >= 0.12) makes the layers a pytree child; older flax takes a plain list
+        self.layers = nnx.List(layers) if hasattr(nnx, "List") else list(layers)
         self.likelihood = likelihood
         self.num_data = int(num_data)
         self.input_dim = layers[0].kernel.input_dim

@@ -58,3 +58,18 @@ def test_generated_modules_export_their_public_names():
 
     assert "load_mnist" in lib.data.__all__ and "read_idx" in lib.data.__all__
     assert all(not n.startswith("_") for n in lib.data.__all__)
+
+
+def test_floor_constraints_are_the_declared_lower_bounds():
+    """`make test-floor` tests exactly the oldest releases that pyproject.toml admits."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {}
+    for req in project["dependencies"]:
+        m = re.match(r"^([A-Za-z0-9_.\-]+)>=([0-9.]+)$", req)
+        if m:
+            declared[m.group(1)] = m.group(2)
+    pins = dict(line.split("==") for line in (ROOT / "tests" / "floor-constraints.txt").read_text().split("\n")
+                if line and not line.startswith("#"))
+    for name in ("jax", "flax", "orbax-checkpoint"):
+        assert pins[name] == declared[name], name
+    assert pins["jaxlib"] == pins["jax"]

@@ -22,6 +22,7 @@ PAGES = {
     "book/intro.html": (True, False, None),
     "book/data.html": (False, True, "book/data.ipynb"),
     "book/toolkit.html": (True, True, "book/toolkit.ipynb"),
+    "book/dgp.html": (True, True, "book/dgp.ipynb"),
 }
 
 
