@@ -468,6 +468,7 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
         raise ValueError(f"experiment {name}: unknown settings {unknown}; it has {sorted(config)}")
     config.update(overrides)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    origin = provenance()  # taken before the run: the code that runs is the code of this commit
     began = time.perf_counter()
     rows = exp.fn(config)
     record = {
@@ -479,7 +480,7 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
         "reduced": bool(overrides),
         "started": started,
         "wall_seconds": round(time.perf_counter() - began, 3),
-        **provenance(),
+        **origin,
         "config": config,
         "rows": rows,
     }
