@@ -232,6 +232,10 @@ class DeepGP(nnx.Module):
     def _check_x(self, x):
         return check_array(x, "x", ndim=2, shape=(None, self.input_dim), dtype="floating")
 
+    def _check_y(self, y, x):
+        # a 1-D y would broadcast against (S, N, P) into a silently wrong (S, N, N) array
+        return check_array(y, "y", ndim=2, shape=(x.shape[0], self.layers[-1].num_outputs), dtype="floating")
+
     def propagate(self, x, key, num_samples: int = 1):
         """Sample through layers 1..L-1 (eq. dgp-sample); return the last layer's marginals.
 
@@ -252,6 +256,7 @@ class DeepGP(nnx.Module):
 
     def elbo(self, x, y, key, num_samples: int = 1):
         """Unbiased estimate of the bound (eq. dgp-elbo) from a minibatch x (B, D), y (B, P)."""
+        y = self._check_y(y, x)
         mean, var = self.propagate(x, key, num_samples)
         expected = jnp.mean(self.likelihood.variational_expectations(mean, var, y[None]), 0)  # (B, P)
         return self.num_data / x.shape[0] * jnp.sum(expected) - self.kl()
@@ -265,6 +270,7 @@ class DeepGP(nnx.Module):
 
     def log_density(self, x, y, key, num_samples: int = 100):
         """log (1/S) sum_s p(y | mu_s, var_s) for each test point: the mixture's log density, (N, P)."""
+        y = self._check_y(y, x)
         mean, var = self.propagate(x, key, num_samples)
         lp = self.likelihood.predict_log_density(mean, var, y[None])
         return jax.scipy.special.logsumexp(lp, axis=0) - math.log(num_samples)

@@ -198,6 +198,10 @@ def test_bad_inputs_are_reported(rng):
     model = G.build_dgp(x, y, 2, num_inducing=5)
     with pytest.raises(ValueError, match=r"x must have shape \(\*, 3\), got \(4, 2\)"):
         model.elbo(jnp.zeros((4, 2)), jnp.zeros((4, 1)), jax.random.key(0))
+    with pytest.raises(ValueError, match=r"y must have 2 dimensions, got shape \(20,\)"):
+        model.elbo(jnp.asarray(x), jnp.asarray(y[:, 0]), jax.random.key(0))
+    with pytest.raises(ValueError, match=r"y must have shape \(4, 1\)"):
+        model.log_density(jnp.asarray(x[:4]), jnp.zeros((4, 2)), jax.random.key(0), 3)
     with pytest.raises(ValueError, match="x must be finite"):
         G.build_dgp(np.full((5, 3), np.nan), y[:5], 1)
     with pytest.raises(ValueError, match="same number of rows"):
