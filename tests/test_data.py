@@ -1,11 +1,8 @@
 """lib.data: every loader on the real datasets, the format parsers, downloads, and the errors."""
 
 import gzip
-import http.server
 import shutil
 import struct
-import threading
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +11,7 @@ import scipy.io
 import scipy.sparse
 
 import lib.data as D
+from loopback import serve_directory
 
 # ---------------------------------------------------------------- the real datasets
 
@@ -244,23 +242,13 @@ def test_altered_uci_table_fails_the_fingerprint(data_dir, tmp_path):
 # ---------------------------------------------------------------- downloads, over loopback
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def server(tmp_path):
     """An HTTP server on 127.0.0.1 serving tmp_path/'www'; yields (root folder, base URL)."""
     www = tmp_path / "www"
     www.mkdir()
-    handler = partial(QuietHandler, directory=str(www))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield www, f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_directory(www) as url:
+        yield www, url
 
 
 def write_libsvm(path: Path, x: np.ndarray):

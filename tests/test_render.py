@@ -4,14 +4,12 @@ Needs `make book` first (the Makefile's `test` target builds it) and Debian's ch
 chromium-driver (`make browser` installs them). Saves screenshots under _build/.
 """
 
-import functools
-import http.server
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from loopback import serve_directory
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
@@ -26,21 +24,12 @@ PAGES = {
 }
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def site():
     if not (HTML / "book" / "intro.html").exists():
         pytest.fail("the book is not built: run `make book` first")
-    handler = functools.partial(QuietHandler, directory=str(HTML))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_directory(HTML) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

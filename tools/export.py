@@ -62,12 +62,9 @@ def _bindings(tree: ast.Module):
                 for sub in ast.walk(target):
                     if isinstance(sub, ast.Name):
                         yield sub.id, "assign", None
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
-            if isinstance(node, ast.AnnAssign) and node.value is None:
-                continue
-            if isinstance(node, ast.AugAssign):
-                continue  # updating an existing name is not a second definition
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             yield node.target.id, "assign", None
+        # an AugAssign (x += 1) updates an existing name: not a second definition
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 bound = alias.asname or alias.name.split(".")[0]
