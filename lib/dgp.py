@@ -18,6 +18,56 @@ from lib.toolkit import check_array
 
 
 # %% book/dgp.md
+@jax.custom_vjp
+def quadratic_forms(B, A):
+    """v[n, p] = A[:, n]^T B[p] A[:, n] for symmetric B (P, M, M) and A (M, N); returns (N, P).
+
+    The P forms share one (P M, M) x (M, N) product; the gradient uses B's symmetry (eq. dgp-quadform).
+    """
+    return _quadratic_forms_fwd(B, A)[0]
+
+
+def _quadratic_forms_fwd(B, A):
+    P, M, _ = B.shape
+    # the barrier stops XLA:CPU fusing the column sum into the product, which halves its speed
+    C = jax.lax.optimization_barrier(B.reshape(P * M, M) @ A).reshape(P, M, -1)  # B_p a_n
+    return jnp.sum(C * A[None], 1).T, (A, C)
+
+
+def _quadratic_forms_bwd(residuals, g):
+    A, C = residuals
+    P, M, _ = C.shape
+    gp = g.T[:, None, :]  # (P, 1, N)
+    dA = 2.0 * jnp.sum(C * gp, 0)
+    dB = ((A[None] * gp).reshape(P * M, -1) @ A.T).reshape(P, M, M)
+    return dB, dA
+
+
+quadratic_forms.defvjp(_quadratic_forms_fwd, _quadratic_forms_bwd)
+
+
+def marginal_operators(Kzz_chol, q_sqrt, whiten: bool):
+    """T (M, M) and B (P, M, M) of eq. dgp-quadform: alpha = T k(Z, x), var_p = k(x, x) + alpha^T B_p alpha.
+
+    Kzz_chol (M, M): lower Cholesky factor of K_ZZ. q_sqrt (P, M, M): lower triangular factors
+    R_p of the inducing covariances (of u, or of v when whitened).
+    """
+    M = Kzz_chol.shape[0]
+    eye = jnp.eye(M, dtype=Kzz_chol.dtype)
+    Linv = solve_triangular(Kzz_chol, eye, lower=True)  # O(M^3), once
+    R = jnp.tril(q_sqrt)
+    S = R @ jnp.swapaxes(R, 1, 2)
+    if whiten:
+        return Linv, S - eye
+    return Linv.T @ Linv, S - (Kzz_chol @ Kzz_chol.T)
+
+
+def marginals_from_operators(T, B, Kzx, kxx_diag, q_mu):
+    """Means (N, P) and variances (N, P) of eq. dgp-quadform from T, B, Kzx (M, N), k(x, x) (N,), q_mu (M, P)."""
+    alpha = T @ Kzx
+    return alpha.T @ q_mu, kxx_diag[:, None] + quadratic_forms(B, alpha)
+
+
 def conditional_marginals(Kzz_chol, Kzx, kxx_diag, q_mu, q_sqrt, whiten: bool):
     """Marginal means and variances of q(f_i) for one sparse GP layer (eq. dgp-marginals, dgp-whitened).
 
@@ -26,21 +76,8 @@ def conditional_marginals(Kzz_chol, Kzx, kxx_diag, q_mu, q_sqrt, whiten: bool):
     triangular factors of the inducing covariances, one per output. Returns (mean (N, P), var (N, P)),
     without the mean function m(x).
     """
-    M, P = q_mu.shape
-    # L^{-1} costs O(M^3) once; every O(M^2 N) product below is then a matrix product (GEMM),
-    # which runs at the machine's full rate, unlike a triangular solve against N right-hand sides.
-    Linv = solve_triangular(Kzz_chol, jnp.eye(M, dtype=Kzx.dtype), lower=True)
-    if whiten:
-        A = Linv @ Kzx  # L^{-1} K_ZX
-        quad = jnp.sum(A**2, 0)  # k(x,Z) K_ZZ^{-1} k(Z,x)
-    else:
-        A = (Linv.T @ Linv) @ Kzx  # alpha = K_ZZ^{-1} K_ZX
-        quad = jnp.sum(Kzx * A, 0)
-    mean = A.T @ q_mu
-    R = jnp.tril(q_sqrt)
-    RtA = jnp.swapaxes(R, 1, 2).reshape(P * M, M) @ A  # R_p^T alpha for every output, one product
-    var = kxx_diag[:, None] - quad[:, None] + jnp.sum(RtA.reshape(P, M, -1) ** 2, 1).T
-    return mean, var
+    T, B = marginal_operators(Kzz_chol, q_sqrt, whiten)
+    return marginals_from_operators(T, B, Kzx, kxx_diag, q_mu)
 
 
 # %% book/dgp.md
@@ -102,6 +139,11 @@ class RBF(nnx.Module):
     def __call__(self, x1, x2):
         return rbf(x1, x2, self.lengthscales, self.variance)
 
+    def correlation(self, x1, x2):
+        """k(x1, x2) / variance. A layer multiplies the variance into a small matrix instead of an
+        (M, N) one: the variance's gradient is then a sum over M^2 terms, not M N."""
+        return rbf(x1, x2, self.lengthscales, 1.0)
+
     def diag(self, x):
         return jnp.full(x.shape[:-1], self.variance, x.dtype)
 
@@ -129,6 +171,28 @@ def safe_cholesky(K, jitter: float, retries: int = 3):
     return L
 
 
+def map_rows(fn, x, rows: int):
+    """fn applied to x (N, D) in chunks of at most `rows` rows, each under jax.checkpoint; outputs joined.
+
+    fn maps (n, D) to a pytree of arrays with n leading rows. The chunks are of equal size, the last
+    padded with zero rows whose outputs are dropped, so fn must treat rows independently.
+    """
+    N = x.shape[0]
+    if N <= rows:
+        return fn(x)
+    chunks = -(-N // rows)
+    rows = -(-N // chunks)  # balanced: at most chunks - 1 rows of padding
+    xs = jnp.pad(x, ((0, chunks * rows - N), (0, 0))).reshape(chunks, rows, -1)
+    out = jax.lax.map(jax.checkpoint(fn), xs)
+    return jax.tree.map(lambda o: o.reshape((chunks * rows,) + o.shape[2:])[:N], out)
+
+
+def default_chunk_rows(num_outputs: int, num_inducing: int) -> int:
+    """Rows per chunk so that a layer's (P M, rows) product holds about 2^18 elements (CPU) or 2^27."""
+    budget = 2**18 if jax.default_backend() == "cpu" else 2**27
+    return max(128, budget // (num_outputs * num_inducing))
+
+
 class SVGPLayer(nnx.Module):
     """One sparse variational GP layer with P outputs sharing kernel and inducing inputs (Section 3).
 
@@ -136,11 +200,12 @@ class SVGPLayer(nnx.Module):
     the fixed linear mean function m(x) = x W (None: zero). whiten: parameterise q(v) with
     u = m(Z) + L v. q_sqrt_scale: initial q(u) covariance is q_sqrt_scale^2 times I (whitened) or
     K_ZZ (not whitened). noise_variance: sigma_l^2 added to the kernel's diagonal. jitter: added to
-    K_ZZ before factorising.
+    K_ZZ before factorising. chunk_size: rows of x per chunk (None: default_chunk_rows).
     """
 
     def __init__(self, kernel: RBF, Z, num_outputs: int, mean_W=None, *, whiten: bool = False,
-                 q_sqrt_scale: float = 1.0, noise_variance: float = 0.0, jitter: float = 1e-6):
+                 q_sqrt_scale: float = 1.0, noise_variance: float = 0.0, jitter: float = 1e-6,
+                 chunk_size: int | None = None):
         Z = jnp.asarray(Z)
         check_array(Z, "Z", ndim=2, dtype="floating")
         if Z.shape[1] != kernel.input_dim:
@@ -156,6 +221,9 @@ class SVGPLayer(nnx.Module):
         self.whiten = whiten
         self.jitter = jitter
         self.noise_variance = noise_variance
+        if chunk_size is not None and chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive number of rows, got {chunk_size}")
+        self.chunk_size = chunk_size
         self.mean_W = Constant(mean_W) if mean_W is not None else None
         self.q_mu = nnx.Param(jnp.zeros((M, num_outputs), Z.dtype))
         if whiten:
@@ -174,11 +242,17 @@ class SVGPLayer(nnx.Module):
 
     def __call__(self, x):
         """Marginals of q(f(x)): mean (N, P) and variance (N, P) for inputs x (N, D_in) (eq. dgp-marginals)."""
-        L = self._chol()
-        Z = self.Z[...]
-        kdiag = self.kernel.diag(x) + self.noise_variance
-        mean, var = conditional_marginals(L, self.kernel(Z, x), kdiag, self.q_mu[...], self.q_sqrt[...], self.whiten)
-        return mean + self.mean_function(x), jnp.maximum(var, 1e-12)
+        Z, q_mu = self.Z[...], self.q_mu[...]
+        T, B = marginal_operators(self._chol(), self.q_sqrt[...], self.whiten)
+        T = self.kernel.variance * T  # so that alpha = T k(Z, x) with the kernel's correlation
+
+        def rows(xc):
+            kdiag = self.kernel.diag(xc) + self.noise_variance
+            mean, var = marginals_from_operators(T, B, self.kernel.correlation(Z, xc), kdiag, q_mu)
+            return mean + self.mean_function(xc), jnp.maximum(var, 1e-12)
+
+        M, P = q_mu.shape
+        return map_rows(rows, x, self.chunk_size or default_chunk_rows(P, M))
 
     def kl(self):
         """KL[q(u) || p(u)] summed over the layer's outputs (eq. dgp-kl)."""
@@ -516,10 +590,15 @@ __all__ = [
     'UCI_MODELS',
     'build_dgp',
     'conditional_marginals',
+    'default_chunk_rows',
     'evaluate_dgp',
     'gauss_kl',
     'kmeans_inducing',
     'linear_mean_matrix',
+    'map_rows',
+    'marginal_operators',
+    'marginals_from_operators',
+    'quadratic_forms',
     'rbf',
     'run_dgp_kin8nm',
     'run_dgp_uci',

@@ -233,3 +233,54 @@ def test_gradient_of_the_bound_matches_finite_differences(rng, whiten):
         e = jnp.zeros_like(flat).at[i].set(1e-6)
         fd = (f(flat + e) - f(flat - e)) / 2e-6
         assert abs(float(fd) - float(grad[i])) < 1e-5 * max(1.0, abs(float(fd))), (i, float(fd), float(grad[i]))
+
+
+def test_quadratic_forms_and_their_gradient(rng):
+    P, M, N = 3, 5, 7
+    Bh = rng.normal(size=(P, M, M))
+    B = jnp.asarray(Bh + np.swapaxes(Bh, 1, 2))  # symmetric, indefinite like S - K
+    A = jnp.asarray(rng.normal(size=(M, N)))
+    dense = np.einsum("mn,pmk,kn->np", A, B, A)
+    assert np.allclose(G.quadratic_forms(B, A), dense)
+    w = jnp.asarray(rng.normal(size=(N, P)))
+    ours = jax.grad(lambda B, A: jnp.sum(w * G.quadratic_forms(B, A)), argnums=(0, 1))(B, A)
+    auto = jax.grad(lambda B, A: jnp.sum(w * jnp.einsum("mn,pmk,kn->np", A, B, A)), argnums=(0, 1))(B, A)
+    for a, b in zip(ours, auto):
+        assert np.allclose(a, b, atol=1e-12)
+    e = np.zeros((M, N))
+    e[2, 4] = 1e-6
+    fd = (jnp.sum(w * G.quadratic_forms(B, A + e)) - jnp.sum(w * G.quadratic_forms(B, A - e))) / 2e-6
+    assert abs(float(fd) - float(ours[1][2, 4])) < 1e-6
+
+
+def test_map_rows_pads_and_drops(rng):
+    x = jnp.asarray(rng.normal(size=(23, 3)))
+    fn = lambda v: (jnp.sum(v**2, 1), v[:, :2] * 3.0)  # noqa: E731
+    for rows in (1, 4, 7, 23, 50):
+        a, b = G.map_rows(fn, x, rows)
+        assert a.shape == (23,) and b.shape == (23, 2)
+        assert np.allclose(a, fn(x)[0]) and np.allclose(b, fn(x)[1])
+
+
+@pytest.mark.parametrize("whiten", [False, True])
+def test_layer_does_not_depend_on_chunk_size(rng, whiten):
+    from flax import nnx
+
+    x = jnp.asarray(rng.normal(size=(37, 2)))
+    layer = G.SVGPLayer(G.RBF(2, 0.7, 1.3), rng.normal(size=(6, 2)), 3, rng.normal(size=(2, 3)), whiten=whiten,
+                        q_sqrt_scale=0.4, noise_variance=1e-3)
+    layer.q_mu[...] = jnp.asarray(rng.normal(size=(6, 3)))
+    w = jnp.asarray(rng.normal(size=(37, 3)))
+
+    def value_and_grads(rows):
+        layer.chunk_size = rows
+        g, st = nnx.split(layer)
+        f = lambda st: jnp.sum(w * jnp.log(nnx.merge(g, st)(x)[1])) + jnp.sum(w * nnx.merge(g, st)(x)[0])  # noqa: E731
+        return jax.value_and_grad(f)(st)
+
+    (v0, g0), (v1, g1) = value_and_grads(1000), value_and_grads(5)
+    assert np.isclose(v0, v1, rtol=1e-12)
+    for a, b in zip(jax.tree.leaves(g0), jax.tree.leaves(g1)):
+        assert np.allclose(a, b, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="chunk_size must be a positive"):
+        G.SVGPLayer(G.RBF(2), np.zeros((3, 2)), 1, chunk_size=0)
