@@ -1,6 +1,6 @@
 # The two commands a newcomer needs: `make book` and `make test`. Both create .venv if missing.
 # Other targets: export (chapters -> lib/), sync (check lib/ and notebooks are in sync),
-# execute (CHAPTER=<name>, or all chapters), bench, clean.
+# execute (CHAPTER=<name>, or all chapters), bench (bench-peers: GPflux and GPyTorch beside us), clean.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -17,7 +17,7 @@ ifneq ($(LIB_DATA_DIR),)
 export LIB_DATA_DIR := $(abspath $(LIB_DATA_DIR))
 endif
 
-.PHONY: book test test-floor export sync execute unit nbval render browser bench clean venv
+.PHONY: book test test-floor export sync execute unit nbval render browser bench bench-peers clean venv
 
 venv: $(STAMP)
 
@@ -83,8 +83,15 @@ test-floor: $(FLOOR)/.installed
 	$(FLOOR)/bin/python -m pytest tests/test_toolkit.py tests/test_dgp.py tests/test_data.py -q
 
 bench: $(STAMP)
-	@ls benchmarks/*.py >/dev/null 2>&1 || { echo "bench: no benchmarks yet"; exit 0; }
 	for f in benchmarks/*.py; do $(PY) $$f || exit 1; done
+
+# GPflux and GPyTorch for the benchmarks, in their own environment (several GB: torch and tensorflow)
+bench-peers: .venv-peers/.installed
+
+.venv-peers/.installed: benchmarks/peers/requirements.txt
+	$(PYTHON) -m venv .venv-peers
+	.venv-peers/bin/python -m pip install -q -r benchmarks/peers/requirements.txt
+	touch $@
 
 clean:
 	rm -rf _build .pytest_cache

@@ -285,12 +285,117 @@ class Gaussian(nnx.Module):
         v = var + self.variance
         return -0.5 * jnp.log(2 * jnp.pi * v) - 0.5 * (y - mean) ** 2 / v
 
+    def check_y(self, y, num_points: int, num_outputs: int):
+        # a 1-D y would broadcast against (S, N, P) into a silently wrong (S, N, N) array
+        return check_array(y, "y", ndim=2, shape=(num_points, num_outputs), dtype="floating")
+
+
+# %% book/dgp.md
+def gauss_hermite(num_points: int = 20):
+    """Nodes and weights for E_{N(0,1)}[g(z)] ~= sum_j w_j g(z_j) (probabilists' normalisation)."""
+    t, w = np.polynomial.hermite.hermgauss(num_points)
+    return np.sqrt(2.0) * t, w / np.sqrt(np.pi)
+
+
+def _check_labels(y, name, num_points, allowed):
+    y = check_array(y, name, ndim=2, shape=(num_points, None))
+    if not isinstance(y, jax.core.Tracer):  # values are checked outside jit only
+        values = np.asarray(y)
+        if values.size and not np.isin(values, allowed).all():
+            bad = values[~np.isin(values, allowed)][0]
+            raise ValueError(f"{name} must hold labels in {{{allowed[0]}, ..., {allowed[-1]}}}, got {bad}")
+    return y
+
+
+class Bernoulli(nnx.Module):
+    """p(y = 1 | f) = Phi(f), the probit link, for labels y in {0, 1} (Section 4)."""
+
+    def __init__(self, quadrature_points: int = 20):
+        self.quadrature_points = quadrature_points
+
+    def variational_expectations(self, mean, var, y):
+        z, w = gauss_hermite(self.quadrature_points)
+        f = mean[..., None] + jnp.sqrt(var)[..., None] * z  # (..., Q)
+        sign = (2.0 * y - 1.0)[..., None]
+        return jnp.sum(w * jax.scipy.special.log_ndtr(sign * f), -1)
+
+    def predict_mean_and_var(self, mean, var):
+        p = jax.scipy.special.ndtr(mean / jnp.sqrt(1.0 + var))
+        return p, p * (1.0 - p)
+
+    def predict_log_density(self, mean, var, y):
+        return jax.scipy.special.log_ndtr((2.0 * y - 1.0) * mean / jnp.sqrt(1.0 + var))
+
+    def check_y(self, y, num_points: int, num_outputs: int):
+        y = _check_labels(y, "y", num_points, (0, 1))
+        if y.shape[1] != num_outputs:
+            raise ValueError(f"y must have shape ({num_points}, {num_outputs}), got {tuple(y.shape)}")
+        return y
+
+
+class RobustMax(nnx.Module):
+    """Robust-max likelihood for K classes (eq. dgp-robustmax); y holds class indices, shape (N, 1)."""
+
+    def __init__(self, num_classes: int, epsilon: float = 1e-3, quadrature_points: int = 100):
+        if num_classes < 2:
+            raise ValueError(f"num_classes must be at least 2, got {num_classes}")
+        if not 0 < epsilon < 1:
+            raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
+        self.num_classes = num_classes
+        self.epsilon = epsilon
+        self.quadrature_points = quadrature_points
+
+    def win_probabilities(self, mean, var):
+        """P_k of eq. dgp-robustmax for every class k: (..., K) from marginals (..., K)."""
+        def wins(k):
+            return self._win_probability_of(mean, var, jnp.full(mean.shape[:-1] + (1,), k))
+
+        return jnp.moveaxis(jax.lax.map(wins, jnp.arange(self.num_classes)), 0, -1)
+
+    def _class_probabilities(self, mean, var):
+        P = self.win_probabilities(mean, var)
+        return P * (1.0 - self.epsilon) + (1.0 - P) * self.epsilon / (self.num_classes - 1)
+
+    def variational_expectations(self, mean, var, y):
+        P = self._win_probability_of(mean, var, y)
+        eps, K = self.epsilon, self.num_classes
+        return P * math.log(1.0 - eps) + (1.0 - P) * math.log(eps / (K - 1))
+
+    def _win_probability_of(self, mean, var, y):
+        """P_y for the labelled class only: (...,) from marginals (..., K) and labels (..., 1)."""
+        z, w = gauss_hermite(self.quadrature_points)
+        label = jnp.asarray(y)[..., 0].astype(jnp.int32)
+        mu_y = jnp.take_along_axis(mean, label[..., None], -1)
+        sd_y = jnp.sqrt(jnp.take_along_axis(var, label[..., None], -1))
+        x = mu_y + sd_y * z  # (..., Q)
+        logcdf = jax.scipy.special.log_ndtr((x[..., None, :] - mean[..., :, None]) / jnp.sqrt(var)[..., :, None])
+        others = jnp.arange(mean.shape[-1]) != label[..., None]  # (..., K)
+        logcdf = jnp.where(others[..., None], logcdf, 0.0)
+        return jnp.sum(w * jnp.exp(jnp.sum(logcdf, -2)), -1)
+
+    def predict_mean_and_var(self, mean, var):
+        p = self._class_probabilities(mean, var)
+        return p, p * (1.0 - p)
+
+    def predict_log_density(self, mean, var, y):
+        P = self._win_probability_of(mean, var, y)
+        eps, K = self.epsilon, self.num_classes
+        return jnp.log(P * (1.0 - eps) + (1.0 - P) * eps / (K - 1))
+
+    def check_y(self, y, num_points: int, num_outputs: int):
+        if num_outputs != self.num_classes:
+            raise ValueError(f"the last layer has {num_outputs} outputs but the likelihood has {self.num_classes} classes")
+        y = _check_labels(y, "y", num_points, tuple(range(self.num_classes)))
+        if y.shape[1] != 1:
+            raise ValueError(f"y must have shape ({num_points}, 1) (class indices), got {tuple(y.shape)}")
+        return y
+
 
 # %% book/dgp.md
 class DeepGP(nnx.Module):
     """A deep GP of SVGPLayers with the doubly stochastic bound (Section 5). One layer: the SGP."""
 
-    def __init__(self, layers: Sequence[SVGPLayer], likelihood: Gaussian, num_data: int):
+    def __init__(self, layers: Sequence[SVGPLayer], likelihood: Gaussian | Bernoulli | RobustMax, num_data: int):
         if not layers:
             raise ValueError("a DeepGP needs at least one layer")
         for l, (a, b) in enumerate(zip(layers[:-1], layers[1:])):
@@ -307,8 +412,7 @@ class DeepGP(nnx.Module):
         return check_array(x, "x", ndim=2, shape=(None, self.input_dim), dtype="floating")
 
     def _check_y(self, y, x):
-        # a 1-D y would broadcast against (S, N, P) into a silently wrong (S, N, N) array
-        return check_array(y, "y", ndim=2, shape=(x.shape[0], self.layers[-1].num_outputs), dtype="floating")
+        return self.likelihood.check_y(y, x.shape[0], self.layers[-1].num_outputs)
 
     def propagate(self, x, key, num_samples: int = 1):
         """Sample through layers 1..L-1 (eq. dgp-sample); return the last layer's marginals.
@@ -379,15 +483,18 @@ def linear_mean_matrix(x, width: int):
 
 
 def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: int | None = None,
-              whiten: bool = False, likelihood_variance: float = 0.05, inner_q_sqrt_scale: float = 1e-5,
-              inner_noise: float = 2e-6, lengthscale: float = 1.0, seed: int = 0) -> DeepGP:
-    """A DeepGP of `num_layers` layers for standardised data x (N, D), y (N, P), initialised as the paper.
+              whiten: bool = False, likelihood=None, likelihood_variance: float = 0.05,
+              inner_q_sqrt_scale: float = 1e-5, inner_noise: float = 2e-6, lengthscale: float = 1.0,
+              kernel_variance: float = 1.0, seed: int = 0) -> DeepGP:
+    """A DeepGP of `num_layers` layers for data x (N, D), y (N, P), initialised as the paper.
 
     num_layers = 1 gives the sparse GP baseline (SGP). inner_width: default min(30, D).
+    likelihood: default Gaussian(likelihood_variance) (regression: standardise x and y first);
+    with RobustMax(K) the last layer has K outputs and y holds class indices (N, 1).
     The dtype of x (float64 or float32) is the model's.
     """
     x = check_array(np.asarray(x), "x", ndim=2, dtype="floating")
-    y = check_array(np.asarray(y), "y", ndim=2, dtype="floating")
+    y = np.asarray(y)
     if len(x) != len(y):
         raise ValueError(f"x and y must have the same number of rows, got {len(x)} and {len(y)}")
     if num_layers < 1:
@@ -397,17 +504,20 @@ def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: in
         raise ValueError("x is float64 but JAX is in 32-bit mode: call jax.config.update('jax_enable_x64', True) "
                          "first, or pass float32 arrays for a float32 model")
     N, D = x.shape
+    likelihood = Gaussian(likelihood_variance, dtype) if likelihood is None else likelihood
+    num_outputs = getattr(likelihood, "num_classes", None) or (y.shape[1] if y.ndim == 2 else 1)
+    likelihood.check_y(y, N, num_outputs)
     width = inner_width or min(30, D)
     Z = kmeans_inducing(x, num_inducing, seed).astype(dtype)
     layers, x_run, z_run, d_in = [], x, Z, D
     for _ in range(num_layers - 1):
         W = linear_mean_matrix(x_run, width).astype(dtype)
-        layer = SVGPLayer(RBF(d_in, lengthscale, 1.0, dtype), z_run, width, W, whiten=whiten,
+        layer = SVGPLayer(RBF(d_in, lengthscale, kernel_variance, dtype), z_run, width, W, whiten=whiten,
                           q_sqrt_scale=inner_q_sqrt_scale, noise_variance=inner_noise)
         layers.append(layer)
         x_run, z_run, d_in = x_run @ W, z_run @ W, width
-    layers.append(SVGPLayer(RBF(d_in, lengthscale, 1.0, dtype), z_run, y.shape[1], None, whiten=whiten))
-    return DeepGP(layers, Gaussian(likelihood_variance, dtype), num_data=N)
+    layers.append(SVGPLayer(RBF(d_in, lengthscale, kernel_variance, dtype), z_run, num_outputs, None, whiten=whiten))
+    return DeepGP(layers, likelihood, num_data=N)
 
 
 # %% book/dgp.md
@@ -579,28 +689,97 @@ def run_dgp_kin8nm(config: dict) -> list:
             for model in config["models"]]
 
 
+# %% book/dgp.md
+def evaluate_classifier(model: DeepGP, x_test, y_test, *, num_samples: int = 100, seed: int = 1,
+                        batch_size: int = 100) -> dict:
+    """Test accuracy and mean test log-likelihood of a classifier DeepGP (RobustMax or Bernoulli).
+
+    x_test (N, D); y_test (N, 1) class indices (RobustMax) or (N, P) 0/1 labels (Bernoulli).
+    """
+    key = jax.random.key(seed)
+    correct, logp = [], []
+    predict = jax.jit(lambda xb, k: model.predict_y(xb, k, num_samples)[0])
+    for start in range(0, len(x_test), batch_size):
+        xb = jnp.asarray(x_test[start:start + batch_size])
+        yb = np.asarray(y_test[start:start + batch_size])
+        probs = np.asarray(predict(xb, jax.random.fold_in(key, start)))
+        if isinstance(model.likelihood, RobustMax):
+            label = yb[:, 0].astype(int)
+            correct.append(np.argmax(probs, 1) == label)
+            logp.append(np.log(probs[np.arange(len(label)), label]))
+        else:
+            correct.append(((probs > 0.5) == (yb > 0.5)).ravel())
+            logp.append(np.log(np.where(yb > 0.5, probs, 1.0 - probs)).ravel())
+    return {"test_accuracy": float(np.mean(np.concatenate(correct))),
+            "test_log_likelihood": float(np.mean(np.concatenate(logp)))}
+
+
+def mnist_flat(split: str, data_dir=None):
+    """MNIST as (N, 784) pixels in [0, 1] (float64) and (N, 1) labels."""
+    from lib.data import load_mnist
+
+    images, labels = load_mnist(split, data_dir)
+    return images.reshape(len(images), -1) / 255.0, labels.reshape(-1, 1).astype(np.int32)
+
+
+MNIST_MODELS = {"SGP": 1, "DGP 2": 2, "DGP 3": 3}
+
+
+@_experiment(
+    "dgp-mnist", chapter="dgp",
+    book={"models": ["SGP"], "steps": 300, "batch_size": 1000, "test_points": 2000, "test_samples": 10},
+    paper={"models": list(MNIST_MODELS), "steps": 20_000, "batch_size": 1000, "test_points": 10_000,
+           "test_samples": 100},
+)
+def run_dgp_mnist(config: dict) -> list:
+    """MNIST, robust-max likelihood, SGP and DGP 2-3 with the authors' run_mnist.py settings."""
+    import time
+
+    jax.config.update("jax_enable_x64", True)
+    x, y = mnist_flat("train")
+    xt, yt = mnist_flat("test")
+    xt, yt = xt[: config["test_points"]], yt[: config["test_points"]]
+    rows = []
+    for name in config["models"]:
+        model = build_dgp(x, y, MNIST_MODELS[name], likelihood=RobustMax(10), lengthscale=2.0, kernel_variance=2.0)
+        began = time.perf_counter()
+        model, hist = train_dgp(model, x, y, steps=config["steps"], batch_size=config["batch_size"], progress=False)
+        row = {"model": name, "steps": config["steps"], "train_seconds": round(time.perf_counter() - began, 1),
+               "final_loss": float(np.mean(hist["loss"][-100:]))}
+        row.update(evaluate_classifier(model, xt, yt, num_samples=config["test_samples"]))
+        rows.append(row)
+    return rows
+
+
 __all__ = [
+    'Bernoulli',
     'CholeskyError',
     'Constant',
     'DeepGP',
     'Gaussian',
+    'MNIST_MODELS',
     'RBF',
+    'RobustMax',
     'SVGPLayer',
     'Standardizer',
     'UCI_MODELS',
     'build_dgp',
     'conditional_marginals',
     'default_chunk_rows',
+    'evaluate_classifier',
     'evaluate_dgp',
+    'gauss_hermite',
     'gauss_kl',
     'kmeans_inducing',
     'linear_mean_matrix',
     'map_rows',
     'marginal_operators',
     'marginals_from_operators',
+    'mnist_flat',
     'quadratic_forms',
     'rbf',
     'run_dgp_kin8nm',
+    'run_dgp_mnist',
     'run_dgp_uci',
     'run_uci_model',
     'safe_cholesky',

@@ -11,6 +11,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -450,12 +451,17 @@ def _parse_value(text: str):
 
 
 def run_experiment(name: str, preset: str = "book", overrides: dict | None = None,
-                   results_dir: str | os.PathLike = "results", command: str | None = None) -> dict:
+                   results_dir: str | os.PathLike = "results", command: str | None = None,
+                   part: str | None = None) -> dict:
     """Run registered experiment `name` and write results/<chapter>/<name>.json; return the record.
 
     overrides: keys of the preset to change; a run with overrides is recorded as "reduced": true
-    (it is not the preset's configuration).
+    (it is not the preset's configuration). part: a name for one piece of a run that is made in
+    pieces (one group of models, say): written to <name>.<part>.json, so pieces do not overwrite
+    each other; load_results(..., part=) reads it back.
     """
+    if part is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", part):
+        raise ValueError(f"part must be letters, digits, '-' or '_', got {part!r}")
     if name not in EXPERIMENTS:
         raise ValueError(f"no experiment {name!r}; registered: {', '.join(sorted(EXPERIMENTS)) or 'none'}")
     if preset not in PRESETS:
@@ -475,24 +481,26 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
         "experiment": name,
         "chapter": exp.chapter,
         "command": command or f"python -m lib {name} --preset {preset}"
-        + "".join(f" --set {k}={json.dumps(v)}" for k, v in overrides.items()),
+        + "".join(f" --set {k}={json.dumps(v)}" for k, v in overrides.items()) + (f" --part {part}" if part else ""),
         "preset": preset,
         "reduced": bool(overrides),
+        "part": part,
         "started": started,
         "wall_seconds": round(time.perf_counter() - began, 3),
         **origin,
         "config": config,
         "rows": rows,
     }
-    out = Path(results_dir) / exp.chapter / f"{name}.json"
+    out = Path(results_dir) / exp.chapter / (f"{name}.{part}.json" if part else f"{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, default=float) + "\n")
     record["path"] = str(out)
     return record
 
 
-def load_results(chapter: str, name: str, results_dir: str | os.PathLike | None = None) -> dict | None:
-    """The record of results/<chapter>/<name>.json (None if that run has not been made).
+def load_results(chapter: str, name: str, results_dir: str | os.PathLike | None = None,
+                 part: str | None = None) -> dict | None:
+    """The record of results/<chapter>/<name>.json, or <name>.<part>.json (None if not made).
 
     results_dir: default, the results/ folder of the checkout (see project_root).
     """
@@ -502,7 +510,7 @@ def load_results(chapter: str, name: str, results_dir: str | os.PathLike | None 
             return None
         results_dir = root / "results"
     base = Path(results_dir)
-    path = base / chapter / f"{name}.json"
+    path = base / chapter / (f"{name}.{part}.json" if part else f"{name}.json")
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -514,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override one setting (JSON value); the run is recorded as reduced")
     parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--part", help="name of this piece of a run made in pieces: writes NAME.PART.json")
     args = parser.parse_args(argv)
     if args.experiment is None:
         print("experiments (python -m lib NAME --preset {book,paper}):")
@@ -530,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides[k] = _parse_value(v)
     command = "python -m lib " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
-        record = run_experiment(args.experiment, args.preset, overrides, args.results_dir, command)
+        record = run_experiment(args.experiment, args.preset, overrides, args.results_dir, command, args.part)
     except ValueError as err:
         parser.error(str(err))
     print(f"wrote {record['path']} ({record['wall_seconds']:.1f} s)")

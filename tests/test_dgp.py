@@ -284,3 +284,47 @@ def test_layer_does_not_depend_on_chunk_size(rng, whiten):
         assert np.allclose(a, b, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="chunk_size must be a positive"):
         G.SVGPLayer(G.RBF(2), np.zeros((3, 2)), 1, chunk_size=0)
+
+
+def test_classification_likelihoods_against_monte_carlo():
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(5)
+    mu, s2 = np.array([0.3, -1.0, 1.2, 0.1]), np.array([0.5, 2.0, 0.05, 0.02])  # wide and narrow together
+    f = mu + np.sqrt(s2) * rng.standard_normal((500_000, 4))
+    bern = G.Bernoulli()
+    for label in (0, 1):
+        mc = np.mean(norm.logcdf((2 * label - 1) * f), 0)
+        ve = bern.variational_expectations(jnp.asarray(mu), jnp.asarray(s2), jnp.full(4, float(label)))
+        assert np.allclose(ve, mc, atol=4e-3), (label, ve, mc)
+    p1 = bern.predict_mean_and_var(jnp.asarray(mu), jnp.asarray(s2))[0]
+    assert np.allclose(p1, np.mean(norm.cdf(f), 0), atol=3e-3)
+    rmax = G.RobustMax(4, epsilon=0.01)
+    wins = np.bincount(np.argmax(f, 1), minlength=4) / len(f)
+    P = np.asarray(rmax.win_probabilities(jnp.asarray(mu), jnp.asarray(s2)))
+    assert np.allclose(P, wins, atol=3e-3) and np.isclose(P.sum(), 1.0, atol=1e-3)
+    probs = np.asarray(rmax.predict_mean_and_var(jnp.asarray(mu), jnp.asarray(s2))[0])
+    assert np.isclose(probs.sum(), 1.0, atol=1e-3)
+    for label in range(4):
+        y = jnp.asarray([label])
+        ve = float(rmax.variational_expectations(jnp.asarray(mu), jnp.asarray(s2), y))
+        expect = wins[label] * np.log(0.99) + (1 - wins[label]) * np.log(0.01 / 3)
+        assert abs(ve - expect) < 0.03, (label, ve, expect)
+        assert np.isclose(float(rmax.predict_log_density(jnp.asarray(mu), jnp.asarray(s2), y)), np.log(probs[label]))
+
+
+def test_robustmax_classifier_trains_and_checks_labels(rng):
+    x = rng.normal(size=(120, 2))
+    y = (np.arctan2(x[:, 1], x[:, 0]) > 0).astype(np.int32)[:, None] + (x[:, 0] > 1).astype(np.int32)[:, None]
+    model = G.build_dgp(x, y, 2, num_inducing=10, likelihood=G.RobustMax(3))
+    assert model.layers[-1].num_outputs == 3
+    model, hist = G.train_dgp(model, x, y, steps=150, progress=False)
+    assert np.mean(hist["loss"][-10:]) < np.mean(hist["loss"][:10])
+    res = G.evaluate_classifier(model, x, y, num_samples=5)
+    assert res["test_accuracy"] > 0.8 and res["test_log_likelihood"] > np.log(1 / 3)
+    with pytest.raises(ValueError, match=r"y must hold labels in \{0, \.\.\., 2\}, got 3"):
+        G.build_dgp(x, np.full((120, 1), 3), 1, likelihood=G.RobustMax(3))
+    with pytest.raises(ValueError, match="must hold labels in"):
+        G.build_dgp(x, np.full((120, 1), 0.5), 1, likelihood=G.Bernoulli())
+    with pytest.raises(ValueError, match="num_classes"):
+        G.RobustMax(1)

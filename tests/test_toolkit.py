@@ -185,6 +185,13 @@ def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
             T.run_experiment("test-sum", "book", {"m": 1}, results_dir=tmp_path)
         with pytest.raises(ValueError, match="no experiment 'nope'"):
             T.run_experiment("nope")
+        piece = T.run_experiment("test-sum", "paper", {"n": 5}, results_dir=tmp_path, part="big-n")
+        assert piece["path"].endswith("test-sum.big-n.json") and piece["part"] == "big-n"
+        assert "--part big-n" in piece["command"]
+        assert T.load_results("testing", "test-sum", tmp_path, part="big-n")["rows"] == [{"n": 5, "sum": 10}]
+        assert T.load_results("testing", "test-sum", tmp_path)["rows"] == [{"n": 4, "sum": 6}]  # not overwritten
+        with pytest.raises(ValueError, match="part must be"):
+            T.run_experiment("test-sum", "paper", results_dir=tmp_path, part="../x")
     finally:
         T.EXPERIMENTS.pop("test-sum", None)
 
