@@ -20,9 +20,11 @@ from lib.toolkit import check_array
 # %% book/dgp.md
 @jax.custom_vjp
 def quadratic_forms(B, A):
-    """v[n, p] = A[:, n]^T B[p] A[:, n] for symmetric B (P, M, M) and A (M, N); returns (N, P).
+    """v[n, p] = a_pn^T B[p] a_pn for symmetric B (P, M, M); returns (N, P).
 
-    The P forms share one (P M, M) x (M, N) product; the gradient uses B's symmetry (eq. dgp-quadform).
+    A (M, N): the same a_n for every p (shared kernel), one (P M, M) x (M, N) product; or A (P, M, N),
+    one a_pn per output (per-output kernels), a batched product. The gradient uses B's symmetry
+    (eq. dgp-quadform).
     """
     return _quadratic_forms_fwd(B, A)[0]
 
@@ -30,16 +32,23 @@ def quadratic_forms(B, A):
 def _quadratic_forms_fwd(B, A):
     P, M, _ = B.shape
     # the barrier stops XLA:CPU fusing the column sum into the product, which halves its speed
-    C = jax.lax.optimization_barrier(B.reshape(P * M, M) @ A).reshape(P, M, -1)  # B_p a_n
-    return jnp.sum(C * A[None], 1).T, (A, C)
+    if A.ndim == 2:
+        C = jax.lax.optimization_barrier(B.reshape(P * M, M) @ A).reshape(P, M, -1)  # B_p a_n
+    else:
+        C = jax.lax.optimization_barrier(B @ A)
+    return jnp.sum(C * A, -2).T, (A, C)
 
 
 def _quadratic_forms_bwd(residuals, g):
     A, C = residuals
     P, M, _ = C.shape
     gp = g.T[:, None, :]  # (P, 1, N)
-    dA = 2.0 * jnp.sum(C * gp, 0)
-    dB = ((A[None] * gp).reshape(P * M, -1) @ A.T).reshape(P, M, M)
+    if A.ndim == 2:
+        dA = 2.0 * jnp.sum(C * gp, 0)
+        dB = ((A[None] * gp).reshape(P * M, -1) @ A.T).reshape(P, M, M)
+    else:
+        dA = 2.0 * C * gp
+        dB = (A * gp) @ jnp.swapaxes(A, 1, 2)
     return dB, dA
 
 
@@ -47,25 +56,32 @@ quadratic_forms.defvjp(_quadratic_forms_fwd, _quadratic_forms_bwd)
 
 
 def marginal_operators(Kzz_chol, q_sqrt, whiten: bool):
-    """T (M, M) and B (P, M, M) of eq. dgp-quadform: alpha = T k(Z, x), var_p = k(x, x) + alpha^T B_p alpha.
+    """T and B (P, M, M) of eq. dgp-quadform: alpha = T k(Z, x), var_p = k(x, x) + alpha^T B_p alpha.
 
-    Kzz_chol (M, M): lower Cholesky factor of K_ZZ. q_sqrt (P, M, M): lower triangular factors
-    R_p of the inducing covariances (of u, or of v when whitened).
+    Kzz_chol: lower Cholesky factor of K_ZZ, (M, M) shared by the outputs or (P, M, M) one per
+    output; T has the same shape. q_sqrt (P, M, M): lower triangular factors R_p of the inducing
+    covariances (of u, or of v when whitened).
     """
-    M = Kzz_chol.shape[0]
-    eye = jnp.eye(M, dtype=Kzz_chol.dtype)
+    M = Kzz_chol.shape[-1]
+    eye = jnp.broadcast_to(jnp.eye(M, dtype=Kzz_chol.dtype), Kzz_chol.shape)
     Linv = solve_triangular(Kzz_chol, eye, lower=True)  # O(M^3), once
     R = jnp.tril(q_sqrt)
-    S = R @ jnp.swapaxes(R, 1, 2)
+    S = R @ jnp.swapaxes(R, -1, -2)
     if whiten:
         return Linv, S - eye
-    return Linv.T @ Linv, S - (Kzz_chol @ Kzz_chol.T)
+    return jnp.swapaxes(Linv, -1, -2) @ Linv, S - Kzz_chol @ jnp.swapaxes(Kzz_chol, -1, -2)
 
 
 def marginals_from_operators(T, B, Kzx, kxx_diag, q_mu):
-    """Means (N, P) and variances (N, P) of eq. dgp-quadform from T, B, Kzx (M, N), k(x, x) (N,), q_mu (M, P)."""
+    """Means (N, P) and variances (N, P) of eq. dgp-quadform.
+
+    T (M, M) and Kzx (M, N) for a shared kernel, or T (P, M, M) and Kzx (P, M, N) per output;
+    B (P, M, M); kxx_diag (N,) or (N, P); q_mu (M, P).
+    """
     alpha = T @ Kzx
-    return alpha.T @ q_mu, kxx_diag[:, None] + quadratic_forms(B, alpha)
+    mean = alpha.T @ q_mu if alpha.ndim == 2 else jnp.einsum("pmn,mp->np", alpha, q_mu)
+    kdiag = kxx_diag[:, None] if kxx_diag.ndim == 1 else kxx_diag
+    return mean, kdiag + quadratic_forms(B, alpha)
 
 
 def conditional_marginals(Kzz_chol, Kzx, kxx_diag, q_mu, q_sqrt, whiten: bool):
@@ -84,8 +100,8 @@ def conditional_marginals(Kzz_chol, Kzx, kxx_diag, q_mu, q_sqrt, whiten: bool):
 def gauss_kl(q_mu, q_sqrt, Kzz_chol=None):
     """Sum over outputs of KL[N(q_mu[:, p], R_p R_p^T) || N(0, K)] (eq. dgp-kl).
 
-    q_mu (M, P); q_sqrt (P, M, M) lower triangular; Kzz_chol (M, M) lower Cholesky factor of K,
-    or None for K = I (whitened).
+    q_mu (M, P); q_sqrt (P, M, M) lower triangular; Kzz_chol (M, M) or (P, M, M) lower Cholesky
+    factor of K, or None for K = I (whitened).
     """
     M, P = q_mu.shape
     R = jnp.tril(q_sqrt)
@@ -94,11 +110,11 @@ def gauss_kl(q_mu, q_sqrt, Kzz_chol=None):
         trace = jnp.sum(R**2)
         maha = jnp.sum(q_mu**2)
         logdet_K = 0.0
-    else:
-        LinvR = jax.vmap(lambda r: solve_triangular(Kzz_chol, r, lower=True))(R)
-        trace = jnp.sum(LinvR**2)
-        maha = jnp.sum(solve_triangular(Kzz_chol, q_mu, lower=True) ** 2)
-        logdet_K = P * 2.0 * jnp.sum(jnp.log(jnp.diagonal(Kzz_chol)))
+    else:  # Kzz_chol (M, M) shared by the outputs, or (P, M, M)
+        Lb = jnp.broadcast_to(Kzz_chol, (P, M, M))
+        trace = jnp.sum(solve_triangular(Lb, R, lower=True) ** 2)
+        maha = jnp.sum(solve_triangular(Lb, q_mu.T[:, :, None], lower=True) ** 2)
+        logdet_K = 2.0 * jnp.sum(jnp.log(jnp.diagonal(Lb, axis1=1, axis2=2)))
     return 0.5 * (trace + maha - M * P + logdet_K - logdet_S)
 
 
@@ -117,16 +133,25 @@ def rbf(x1, x2, lengthscales, variance):
 
 
 class RBF(nnx.Module):
-    """Squared-exponential kernel with one lengthscale per input dimension (ARD)."""
+    """Squared-exponential kernel with one lengthscale per input dimension (ARD).
 
-    def __init__(self, input_dim: int, lengthscale: float = 1.0, variance: float = 1.0, dtype=jnp.float64):
+    batch: None for one kernel, or P for P independent kernels (one per output of a layer, as
+    GPyTorch's deep GP); then x1 is (P, M, D) or (M, D) and the result is (P, M, N).
+    """
+
+    def __init__(self, input_dim: int, lengthscale: float = 1.0, variance: float = 1.0, dtype=jnp.float64,
+                 batch: int | None = None):
         if input_dim < 1:
             raise ValueError(f"input_dim must be at least 1, got {input_dim}")
         if lengthscale <= 0 or variance <= 0:
             raise ValueError(f"lengthscale and variance must be positive, got {lengthscale} and {variance}")
+        if batch is not None and batch < 1:
+            raise ValueError(f"batch must be None or a positive number of kernels, got {batch}")
         self.input_dim = input_dim
-        self.raw_lengthscales = nnx.Param(softplus_inverse(jnp.full((input_dim,), lengthscale, dtype)))
-        self.raw_variance = nnx.Param(softplus_inverse(jnp.asarray(variance, dtype)))
+        self.batch = batch
+        lead = () if batch is None else (batch,)
+        self.raw_lengthscales = nnx.Param(softplus_inverse(jnp.full(lead + (input_dim,), lengthscale, dtype)))
+        self.raw_variance = nnx.Param(softplus_inverse(jnp.full(lead, variance, dtype)))
 
     @property
     def lengthscales(self):
@@ -136,16 +161,24 @@ class RBF(nnx.Module):
     def variance(self):
         return jax.nn.softplus(self.raw_variance[...])
 
+    def _map(self, x1, x2, variance):
+        if self.batch is None:
+            return rbf(x1, x2, self.lengthscales, variance)
+        in1 = 0 if x1.ndim == 3 else None
+        in2 = 0 if x2.ndim == 3 else None
+        return jax.vmap(rbf, (in1, in2, 0, 0))(x1, x2, self.lengthscales, jnp.broadcast_to(variance, (self.batch,)))
+
     def __call__(self, x1, x2):
-        return rbf(x1, x2, self.lengthscales, self.variance)
+        return self._map(x1, x2, self.variance)
 
     def correlation(self, x1, x2):
         """k(x1, x2) / variance. A layer multiplies the variance into a small matrix instead of an
         (M, N) one: the variance's gradient is then a sum over M^2 terms, not M N."""
-        return rbf(x1, x2, self.lengthscales, 1.0)
+        return self._map(x1, x2, jnp.ones((), x1.dtype))
 
     def diag(self, x):
-        return jnp.full(x.shape[:-1], self.variance, x.dtype)
+        """k(x_i, x_i): (N,), or (N, P) for a batch of P kernels."""
+        return jnp.broadcast_to(self.variance, x.shape[:-1] + (() if self.batch is None else (self.batch,))).astype(x.dtype)
 
 
 # %% book/dgp.md
@@ -194,9 +227,12 @@ def default_chunk_rows(num_outputs: int, num_inducing: int) -> int:
 
 
 class SVGPLayer(nnx.Module):
-    """One sparse variational GP layer with P outputs sharing kernel and inducing inputs (Section 3).
+    """One sparse variational GP layer with P outputs (Section 3).
 
-    kernel: an RBF. Z (M, D_in): initial inducing inputs. num_outputs: P. mean_W (D_in, P) or None:
+    kernel: an RBF shared by the outputs with one set of inducing inputs (the authors' code and
+    GPflux), or an RBF with batch=P: one kernel and one set of inducing inputs per output
+    (GPyTorch). Z: initial inducing inputs (M, D_in), copied to every output of a per-output
+    layer, or (P, M, D_in). num_outputs: P. mean_W (D_in, P) or None:
     the fixed linear mean function m(x) = x W (None: zero). whiten: parameterise q(v) with
     u = m(Z) + L v. q_sqrt_scale: initial q(u) covariance is q_sqrt_scale^2 times I (whitened) or
     K_ZZ (not whitened). noise_variance: sigma_l^2 added to the kernel's diagonal. jitter: added to
@@ -207,14 +243,21 @@ class SVGPLayer(nnx.Module):
                  q_sqrt_scale: float = 1.0, noise_variance: float = 0.0, jitter: float = 1e-6,
                  chunk_size: int | None = None):
         Z = jnp.asarray(Z)
-        check_array(Z, "Z", ndim=2, dtype="floating")
-        if Z.shape[1] != kernel.input_dim:
-            raise ValueError(f"Z must have {kernel.input_dim} columns (the kernel's input_dim), got {Z.shape[1]}")
+        check_array(Z, "Z", dtype="floating")
+        if kernel.batch is not None and kernel.batch != num_outputs:
+            raise ValueError(f"a per-output layer needs one kernel per output: kernel.batch is {kernel.batch}, "
+                             f"num_outputs is {num_outputs}")
+        if Z.ndim == 3 and (kernel.batch is None or Z.shape[0] != num_outputs):
+            raise ValueError(f"Z of shape {Z.shape} needs a kernel with batch={Z.shape[0]} = num_outputs")
+        if Z.ndim not in (2, 3) or Z.shape[-1] != kernel.input_dim:
+            raise ValueError(f"Z must have shape (M, {kernel.input_dim}) or (P, M, {kernel.input_dim}), got {Z.shape}")
+        if kernel.batch is not None and Z.ndim == 2:
+            Z = jnp.tile(Z[None], (num_outputs, 1, 1))
         if mean_W is not None:
             mean_W = jnp.asarray(mean_W, Z.dtype)
-            if mean_W.shape != (Z.shape[1], num_outputs):
-                raise ValueError(f"mean_W must have shape {(Z.shape[1], num_outputs)}, got {mean_W.shape}")
-        M = Z.shape[0]
+            if mean_W.shape != (Z.shape[-1], num_outputs):
+                raise ValueError(f"mean_W must have shape {(Z.shape[-1], num_outputs)}, got {mean_W.shape}")
+        M = Z.shape[-2]
         self.kernel = kernel
         self.Z = nnx.Param(Z)
         self.num_outputs = num_outputs
@@ -230,11 +273,11 @@ class SVGPLayer(nnx.Module):
             R = q_sqrt_scale * jnp.eye(M, dtype=Z.dtype)
         else:  # start from the prior covariance K_ZZ, scaled
             R = q_sqrt_scale * self._chol()
-        self.q_sqrt = nnx.Param(jnp.tile(R[None], (num_outputs, 1, 1)))
+        self.q_sqrt = nnx.Param(jnp.tile(R, (num_outputs, 1, 1)) if R.ndim == 2 else R)
 
     def _chol(self):
         Z = self.Z[...]
-        Kzz = self.kernel(Z, Z) + self.noise_variance * jnp.eye(Z.shape[0], dtype=Z.dtype)
+        Kzz = self.kernel(Z, Z) + self.noise_variance * jnp.eye(Z.shape[-2], dtype=Z.dtype)
         return safe_cholesky(Kzz, self.jitter)
 
     def mean_function(self, x):
@@ -244,7 +287,8 @@ class SVGPLayer(nnx.Module):
         """Marginals of q(f(x)): mean (N, P) and variance (N, P) for inputs x (N, D_in) (eq. dgp-marginals)."""
         Z, q_mu = self.Z[...], self.q_mu[...]
         T, B = marginal_operators(self._chol(), self.q_sqrt[...], self.whiten)
-        T = self.kernel.variance * T  # so that alpha = T k(Z, x) with the kernel's correlation
+        # so that alpha = T k(Z, x) with the kernel's correlation
+        T = self.kernel.variance * T if T.ndim == 2 else self.kernel.variance[:, None, None] * T
 
         def rows(xc):
             kdiag = self.kernel.diag(xc) + self.noise_variance
@@ -364,7 +408,7 @@ class RobustMax(nnx.Module):
     def _win_probability_of(self, mean, var, y):
         """P_y for the labelled class only: (...,) from marginals (..., K) and labels (..., 1)."""
         z, w = gauss_hermite(self.quadrature_points)
-        label = jnp.asarray(y)[..., 0].astype(jnp.int32)
+        label = jnp.broadcast_to(jnp.asarray(y)[..., 0], mean.shape[:-1]).astype(jnp.int32)
         mu_y = jnp.take_along_axis(mean, label[..., None], -1)
         sd_y = jnp.sqrt(jnp.take_along_axis(var, label[..., None], -1))
         x = mu_y + sd_y * z  # (..., Q)
@@ -485,13 +529,14 @@ def linear_mean_matrix(x, width: int):
 def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: int | None = None,
               whiten: bool = False, likelihood=None, likelihood_variance: float = 0.05,
               inner_q_sqrt_scale: float = 1e-5, inner_noise: float = 2e-6, lengthscale: float = 1.0,
-              kernel_variance: float = 1.0, seed: int = 0) -> DeepGP:
+              kernel_variance: float = 1.0, per_output_kernels: bool = False, seed: int = 0) -> DeepGP:
     """A DeepGP of `num_layers` layers for data x (N, D), y (N, P), initialised as the paper.
 
     num_layers = 1 gives the sparse GP baseline (SGP). inner_width: default min(30, D).
     likelihood: default Gaussian(likelihood_variance) (regression: standardise x and y first);
     with RobustMax(K) the last layer has K outputs and y holds class indices (N, 1).
-    The dtype of x (float64 or float32) is the model's.
+    per_output_kernels: one kernel and one set of inducing inputs per output (GPyTorch's layers)
+    instead of one per layer. The dtype of x (float64 or float32) is the model's.
     """
     x = check_array(np.asarray(x), "x", ndim=2, dtype="floating")
     y = np.asarray(y)
@@ -512,11 +557,13 @@ def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: in
     layers, x_run, z_run, d_in = [], x, Z, D
     for _ in range(num_layers - 1):
         W = linear_mean_matrix(x_run, width).astype(dtype)
-        layer = SVGPLayer(RBF(d_in, lengthscale, kernel_variance, dtype), z_run, width, W, whiten=whiten,
+        kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=width if per_output_kernels else None)
+        layer = SVGPLayer(kern, z_run, width, W, whiten=whiten,
                           q_sqrt_scale=inner_q_sqrt_scale, noise_variance=inner_noise)
         layers.append(layer)
         x_run, z_run, d_in = x_run @ W, z_run @ W, width
-    layers.append(SVGPLayer(RBF(d_in, lengthscale, kernel_variance, dtype), z_run, num_outputs, None, whiten=whiten))
+    kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=num_outputs if per_output_kernels else None)
+    layers.append(SVGPLayer(kern, z_run, num_outputs, None, whiten=whiten))
     return DeepGP(layers, likelihood, num_data=N)
 
 

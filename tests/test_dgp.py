@@ -235,22 +235,24 @@ def test_gradient_of_the_bound_matches_finite_differences(rng, whiten):
         assert abs(float(fd) - float(grad[i])) < 1e-5 * max(1.0, abs(float(fd))), (i, float(fd), float(grad[i]))
 
 
-def test_quadratic_forms_and_their_gradient(rng):
+@pytest.mark.parametrize("per_output", [False, True])
+def test_quadratic_forms_and_their_gradient(rng, per_output):
     P, M, N = 3, 5, 7
     Bh = rng.normal(size=(P, M, M))
     B = jnp.asarray(Bh + np.swapaxes(Bh, 1, 2))  # symmetric, indefinite like S - K
-    A = jnp.asarray(rng.normal(size=(M, N)))
-    dense = np.einsum("mn,pmk,kn->np", A, B, A)
+    A = jnp.asarray(rng.normal(size=(P, M, N) if per_output else (M, N)))
+    plain = "pmn,pmk,pkn->np" if per_output else "mn,pmk,kn->np"
+    dense = np.einsum(plain, A, B, A)
     assert np.allclose(G.quadratic_forms(B, A), dense)
     w = jnp.asarray(rng.normal(size=(N, P)))
     ours = jax.grad(lambda B, A: jnp.sum(w * G.quadratic_forms(B, A)), argnums=(0, 1))(B, A)
-    auto = jax.grad(lambda B, A: jnp.sum(w * jnp.einsum("mn,pmk,kn->np", A, B, A)), argnums=(0, 1))(B, A)
+    auto = jax.grad(lambda B, A: jnp.sum(w * jnp.einsum(plain, A, B, A)), argnums=(0, 1))(B, A)
     for a, b in zip(ours, auto):
         assert np.allclose(a, b, atol=1e-12)
-    e = np.zeros((M, N))
-    e[2, 4] = 1e-6
+    e = np.zeros(A.shape)
+    e[..., 2, 4] = 1e-6
     fd = (jnp.sum(w * G.quadratic_forms(B, A + e)) - jnp.sum(w * G.quadratic_forms(B, A - e))) / 2e-6
-    assert abs(float(fd) - float(ours[1][2, 4])) < 1e-6
+    assert abs(float(fd) - float(jnp.sum(ours[1][..., 2, 4]))) < 1e-6
 
 
 def test_map_rows_pads_and_drops(rng):
@@ -322,9 +324,65 @@ def test_robustmax_classifier_trains_and_checks_labels(rng):
     assert np.mean(hist["loss"][-10:]) < np.mean(hist["loss"][:10])
     res = G.evaluate_classifier(model, x, y, num_samples=5)
     assert res["test_accuracy"] > 0.8 and res["test_log_likelihood"] > np.log(1 / 3)
+    # the mixture's density of the label is the mixture's probability of that class
+    key = jax.random.key(4)
+    probs = np.asarray(model.predict_y(jnp.asarray(x[:30]), key, 7)[0])
+    logd = np.asarray(model.log_density(jnp.asarray(x[:30]), jnp.asarray(y[:30]), key, 7))
+    assert np.allclose(logd, np.log(probs[np.arange(30), y[:30, 0]]), atol=1e-10)
+    bern = G.build_dgp(x, (y > 0).astype(np.float64), 1, num_inducing=10, likelihood=G.Bernoulli())
+    bern, _ = G.train_dgp(bern, x, (y > 0).astype(np.float64), steps=100, progress=False)
+    assert G.evaluate_classifier(bern, x, (y > 0).astype(np.float64), num_samples=3)["test_accuracy"] > 0.8
     with pytest.raises(ValueError, match=r"y must hold labels in \{0, \.\.\., 2\}, got 3"):
         G.build_dgp(x, np.full((120, 1), 3), 1, likelihood=G.RobustMax(3))
     with pytest.raises(ValueError, match="must hold labels in"):
         G.build_dgp(x, np.full((120, 1), 0.5), 1, likelihood=G.Bernoulli())
     with pytest.raises(ValueError, match="num_classes"):
         G.RobustMax(1)
+
+
+@pytest.mark.parametrize("whiten", [False, True])
+def test_per_output_layer_is_p_single_output_layers(rng, whiten):
+    P, M, D = 3, 5, 2
+    x = jnp.asarray(rng.normal(size=(17, D)))
+    Z = rng.normal(size=(P, M, D))
+    ls, var = [0.6, 1.0, 1.7], [0.8, 1.3, 2.0]
+    kern = G.RBF(D, batch=P)
+    kern.raw_lengthscales[...] = G.softplus_inverse(jnp.asarray(np.repeat(np.array(ls)[:, None], D, 1)))
+    kern.raw_variance[...] = G.softplus_inverse(jnp.asarray(var))
+    W = rng.normal(size=(D, P))
+    layer = G.SVGPLayer(kern, Z, P, W, whiten=whiten, noise_variance=1e-3, chunk_size=6)
+    layer.q_mu[...] = jnp.asarray(rng.normal(size=(M, P)))
+    layer.q_sqrt[...] = jnp.asarray(np.tril(rng.normal(size=(P, M, M))) * 0.3)
+    mean, v = layer(x)
+    kl = 0.0
+    for p in range(P):  # the oracle: P separate layers with one output each (the shared code path)
+        single = G.SVGPLayer(G.RBF(D, ls[p], var[p]), Z[p], 1, W[:, p:p + 1], whiten=whiten, noise_variance=1e-3)
+        single.q_mu[...] = layer.q_mu[...][:, p:p + 1]
+        single.q_sqrt[...] = layer.q_sqrt[...][p:p + 1]
+        m1, v1 = single(x)
+        assert np.allclose(mean[:, p], m1[:, 0]) and np.allclose(v[:, p], v1[:, 0])
+        kl += float(single.kl())
+    assert np.isclose(float(layer.kl()), kl)
+    with pytest.raises(ValueError, match="one kernel per output"):
+        G.SVGPLayer(G.RBF(D, batch=2), Z[0], P)
+
+
+def test_per_output_dgp_gradient_matches_finite_differences(rng):
+    from flax import nnx
+
+    x = rng.normal(size=(10, 2))
+    y = np.sin(x[:, :1])
+    model = G.build_dgp(x, y, 2, num_inducing=4, inner_q_sqrt_scale=0.2, per_output_kernels=True)
+    assert model.layers[0].kernel.batch == 2 and model.layers[0].Z[...].shape == (2, 4, 2)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    flat, unravel = jax.flatten_util.ravel_pytree(params)
+    key = jax.random.key(0)
+
+    def f(v):
+        return nnx.merge(graphdef, unravel(v), rest).elbo(jnp.asarray(x), jnp.asarray(y), key)
+
+    grad = jax.grad(f)(flat)
+    for i in np.random.default_rng(2).choice(flat.size, 10, replace=False):
+        e = jnp.zeros_like(flat).at[i].set(1e-6)
+        fd = (f(flat + e) - f(flat - e)) / 2e-6
+        assert abs(float(fd) - float(grad[i])) < 1e-5 * max(1.0, abs(float(fd))), (i, float(fd), float(grad[i]))
