@@ -386,3 +386,17 @@ def test_per_output_dgp_gradient_matches_finite_differences(rng):
         e = jnp.zeros_like(flat).at[i].set(1e-6)
         fd = (f(flat + e) - f(flat - e)) / 2e-6
         assert abs(float(fd) - float(grad[i])) < 1e-5 * max(1.0, abs(float(fd))), (i, float(fd), float(grad[i]))
+
+
+def test_float32_model_stays_float32_and_agrees_with_float64(rng):
+    x = rng.normal(size=(40, 3))
+    y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(40, 1))
+    m64 = G.build_dgp(x, y, 2, num_inducing=8, inner_q_sqrt_scale=0.1)
+    m32 = G.build_dgp(x.astype(np.float32), y.astype(np.float32), 2, num_inducing=8, inner_q_sqrt_scale=0.1)
+    from flax import nnx
+
+    assert all(v.dtype == jnp.float32 for v in jax.tree.leaves(nnx.state(m32, nnx.Param)))
+    key = jax.random.key(0)
+    e64 = float(m64.elbo(jnp.asarray(x), jnp.asarray(y), key))
+    e32 = m32.elbo(jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32), key)
+    assert e32.dtype == jnp.float32 and abs(float(e32) - e64) < 1e-3 * abs(e64)
