@@ -400,3 +400,10 @@ def test_float32_model_stays_float32_and_agrees_with_float64(rng):
     e64 = float(m64.elbo(jnp.asarray(x), jnp.asarray(y), key))
     e32 = m32.elbo(jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32), key)
     assert e32.dtype == jnp.float32 and abs(float(e32) - e64) < 1e-3 * abs(e64)
+
+
+def test_normal_cdf_keeps_relative_precision_in_the_tail():
+    from scipy.stats import norm
+
+    z = np.linspace(-37.0, 8.0, 901)
+    assert np.allclose(np.asarray(G.normal_cdf(jnp.asarray(z))) / norm.cdf(z), 1.0, rtol=0, atol=1e-11)
