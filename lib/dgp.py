@@ -31,7 +31,7 @@ def quadratic_forms(B, A):
 
 def _quadratic_forms_fwd(B, A):
     P, M, _ = B.shape
-    # the barrier stops XLA:CPU fusing the column sum into the product, which halves its speed
+    # the barrier stops XLA:CPU (jax 0.12) fusing the column sum into the product, which ran it at half speed
     if A.ndim == 2:
         C = jax.lax.optimization_barrier(B.reshape(P * M, M) @ A).reshape(P, M, -1)  # B_p a_n
     else:
@@ -335,10 +335,13 @@ class Gaussian(nnx.Module):
 
 
 # %% book/dgp.md
-def gauss_hermite(num_points: int = 20):
-    """Nodes and weights for E_{N(0,1)}[g(z)] ~= sum_j w_j g(z_j) (probabilists' normalisation)."""
+def gauss_hermite(num_points: int = 20, dtype=np.float64):
+    """Nodes and weights for E_{N(0,1)}[g(z)] ~= sum_j w_j g(z_j) (probabilists' normalisation).
+
+    dtype: that of the computation (NumPy float64 constants would promote float32 to float64).
+    """
     t, w = np.polynomial.hermite.hermgauss(num_points)
-    return np.sqrt(2.0) * t, w / np.sqrt(np.pi)
+    return (np.sqrt(2.0) * t).astype(dtype), (w / np.sqrt(np.pi)).astype(dtype)
 
 
 def normal_cdf(z):
@@ -364,7 +367,7 @@ class Bernoulli(nnx.Module):
         self.quadrature_points = quadrature_points
 
     def variational_expectations(self, mean, var, y):
-        z, w = gauss_hermite(self.quadrature_points)
+        z, w = gauss_hermite(self.quadrature_points, mean.dtype)
         f = mean[..., None] + jnp.sqrt(var)[..., None] * z  # (..., Q)
         sign = (2.0 * y - 1.0)[..., None]
         return jnp.sum(w * jax.scipy.special.log_ndtr(sign * f), -1)
@@ -413,7 +416,7 @@ class RobustMax(nnx.Module):
 
     def _win_probability_of(self, mean, var, y):
         """P_y for the labelled class only: (...,) from marginals (..., K) and labels (..., 1)."""
-        z, w = gauss_hermite(self.quadrature_points)
+        z, w = gauss_hermite(self.quadrature_points, mean.dtype)
         label = jnp.broadcast_to(jnp.asarray(y)[..., 0], mean.shape[:-1]).astype(jnp.int32)
         mu_y = jnp.take_along_axis(mean, label[..., None], -1)
         sd_y = jnp.sqrt(jnp.take_along_axis(var, label[..., None], -1))
