@@ -371,7 +371,7 @@ class Bernoulli(nnx.Module):
     def variational_expectations(self, mean, var, y):
         z, w = gauss_hermite(self.quadrature_points, mean.dtype)
         f = mean[..., None] + jnp.sqrt(var)[..., None] * z  # (..., Q)
-        sign = (2.0 * y - 1.0)[..., None]
+        sign = (2.0 * y - 1.0).astype(mean.dtype)[..., None]
         return jnp.sum(w * jax.scipy.special.log_ndtr(sign * f), -1)
 
     def predict_mean_and_var(self, mean, var):
@@ -379,7 +379,7 @@ class Bernoulli(nnx.Module):
         return p, p * (1.0 - p)
 
     def predict_log_density(self, mean, var, y):
-        return jax.scipy.special.log_ndtr((2.0 * y - 1.0) * mean / jnp.sqrt(1.0 + var))
+        return jax.scipy.special.log_ndtr((2.0 * y - 1.0).astype(mean.dtype) * mean / jnp.sqrt(1.0 + var))
 
     def check_y(self, y, num_points: int, num_outputs: int):
         y = _check_labels(y, "y", num_points, (0, 1))
