@@ -5,8 +5,9 @@
 The problem of the deep-GP chapter, Section 10: N = 10,000 synthetic points in D = 8 (x standard
 normal, y = sin(sum x) + noise), M = 100 inducing points, one sample, Adam; batches of 1,000 and
 10,000; SGP (1 layer), DGP 2 and DGP 3; float64 and float32. Each step is compiled or warmed up
-once, then the median of `repeats` timed steps is reported. The peers run in their own environment (`make bench-peers`
-builds .venv-peers from benchmarks/peers/requirements.txt); without it only lib.dgp is timed.
+once, then the median of `repeats` timed steps is reported. The peers run in their own
+environment (`make bench-peers` builds .venv-peers from benchmarks/peers/requirements.txt);
+without it only lib.dgp is timed.
 GPflux's architecture builder is whitened only, so the comparison is whitened; lib.dgp is also
 timed non-whitened (the authors' setting). Writes results/bench/dgp-step.json.
 The machine must be otherwise idle: two processes sharing two cores distort every figure.
