@@ -382,10 +382,7 @@ class Bernoulli(nnx.Module):
         return jax.scipy.special.log_ndtr((2.0 * y - 1.0).astype(mean.dtype) * mean / jnp.sqrt(1.0 + var))
 
     def check_y(self, y, num_points: int, num_outputs: int):
-        y = _check_labels(y, "y", num_points, (0, 1))
-        if y.shape[1] != num_outputs:
-            raise ValueError(f"y must have shape ({num_points}, {num_outputs}), got {tuple(y.shape)}")
-        return y
+        return check_array(y, "y", ndim=2, shape=(num_points, num_outputs), binary=True)
 
 
 class RobustMax(nnx.Module):
@@ -414,8 +411,8 @@ class RobustMax(nnx.Module):
 
         return jnp.moveaxis(jax.lax.map(wins, jnp.arange(self.num_classes)), 0, -1)
 
-    def _class_probabilities(self, mean, var):
-        P = self.win_probabilities(mean, var)
+    def _mix(self, P):
+        """p(y | f) averaged over the event that y wins (probability P) or does not."""
         return P * (1.0 - self.epsilon) + (1.0 - P) * self.epsilon / (self.num_classes - 1)
 
     def variational_expectations(self, mean, var, y):
@@ -436,13 +433,11 @@ class RobustMax(nnx.Module):
         return jnp.sum(w * jnp.prod(cdf, -2), -1)
 
     def predict_mean_and_var(self, mean, var):
-        p = self._class_probabilities(mean, var)
+        p = self._mix(self.win_probabilities(mean, var))
         return p, p * (1.0 - p)
 
     def predict_log_density(self, mean, var, y):
-        P = self._win_probability_of(mean, var, y, self.predict_quadrature_points)
-        eps, K = self.epsilon, self.num_classes
-        return jnp.log(P * (1.0 - eps) + (1.0 - P) * eps / (K - 1))
+        return jnp.log(self._mix(self._win_probability_of(mean, var, y, self.predict_quadrature_points)))
 
     def check_y(self, y, num_points: int, num_outputs: int):
         if num_outputs != self.num_classes:
