@@ -6,6 +6,7 @@ imported on first use, so `import lib` stays light:
     data      the papers' datasets: loaders, parsers, fingerprints      (Appendix A)
     toolkit   training loop, NaN/Inf stop, seeding, checkpoints, presets,
               paper-scale experiments (`python -m lib`)                  (Appendix B)
+    darn      deep autoregressive networks: binary stochastic layers, Appendix A's gradient
     dgp       deep Gaussian processes, doubly stochastic variational inference
 """
 
@@ -13,7 +14,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-MODULES = ("data", "toolkit", "dgp")
+MODULES = ("data", "toolkit", "darn", "dgp")
 __all__ = ["__version__", *MODULES]
 
 

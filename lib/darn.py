@@ -1,0 +1,530 @@
+# GENERATED FILE: do not edit. Source: book/darn.md. Edit the chapter, then run `make export`.
+# (tools/export.py copies the chapter's exported cells here, in order.)
+
+
+# %% book/darn.md
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from lib.toolkit import check_array
+
+
+# %% book/darn.md
+def bernoulli_log_prob(v, logits):
+    """sum_j log Bernoulli(v_j | sigmoid(logits_j)) over the last axis (eq. darn-prior), stably."""
+    return jnp.sum(v * logits - jax.nn.softplus(logits), -1)
+
+
+def strictly_lower(n: int, dtype=jnp.float32):
+    """(n, n) mask, one where column i < row j: row j of a lateral matrix sees v_1..v_{j-1} only."""
+    return jnp.tril(jnp.ones((n, n), dtype), -1)
+
+
+def _hard_sample(logits, u):
+    return jax.lax.stop_gradient((u < jax.nn.sigmoid(logits)).astype(logits.dtype))
+
+
+# %% book/darn.md
+class AutoregressiveBernoulli(nnx.Module):
+    """p(v | c) = prod_j Bernoulli(v_j | sigmoid(b_j + (c W)_j + (v A^T)_j)), A strictly lower triangular.
+
+    size: n units; context_size: width of c (0: no context, e.g. the top prior of eq. darn-prior);
+    autoregressive=False drops A (the encoder of eq. 6). Section 1.
+    """
+
+    def __init__(self, size: int, context_size: int = 0, *, autoregressive: bool = True, rngs: nnx.Rngs,
+                 dtype=jnp.float32):
+        self.size, self.context_size, self.autoregressive = size, context_size, autoregressive
+        self.bias = nnx.Param(jnp.zeros((size,), dtype))
+        init = nnx.initializers.lecun_normal()
+        self.weight = nnx.Param(init(rngs.params(), (context_size, size), dtype)) if context_size else None
+        self.lateral = nnx.Param(jnp.zeros((size, size), dtype)) if autoregressive else None
+
+    def lateral_matrix(self):
+        """A with its diagonal and upper triangle masked to zero."""
+        A = self.lateral[...]
+        return A * strictly_lower(self.size, A.dtype)
+
+    def context_logits(self, context=None):
+        """b + c W: the part of the logits that does not depend on v; (..., size)."""
+        if self.weight is None:
+            return self.bias[...]
+        return context @ self.weight[...] + self.bias[...]
+
+    def logits(self, v, context=None):
+        """All logits of a given v (..., size) at once: one product with the triangular matrix."""
+        out = self.context_logits(context)
+        return out + v @ self.lateral_matrix().T if self.autoregressive else out + jnp.zeros_like(v)
+
+    def log_prob(self, v, context=None):
+        return bernoulli_log_prob(v, self.logits(v, context))
+
+    def sample(self, key, context=None, *, shape=(), pathwise: bool = False):
+        """Draw v (..., size) and return it with its logits; unit j waits for units 1..j-1 (lax.scan).
+
+        shape: batch shape when there is no context. pathwise: use binary_sample (Section 5).
+        """
+        base = self.context_logits(context)
+        base = jnp.broadcast_to(base, jnp.broadcast_shapes(base.shape[:-1], tuple(shape)) + (self.size,))
+        u = jax.random.uniform(key, base.shape, base.dtype)
+        draw = binary_sample if pathwise else _hard_sample
+        if not self.autoregressive:
+            return draw(base, u), base
+        A = self.lateral_matrix()
+
+        def unit(v, j):
+            a_j = base[..., j] + v @ A[j]
+            return v.at[..., j].set(draw(a_j, u[..., j])), a_j
+
+        v, a = jax.lax.scan(unit, jnp.zeros_like(base), jnp.arange(self.size))
+        return v, jnp.moveaxis(a, 0, -1)
+
+
+# %% book/darn.md
+class ConditionalBernoulli(nnx.Module):
+    """One conditional of eq. darn-deep: d = tanh(inputs U + c) (eq. 9; skipped if hidden=0), then
+    AutoregressiveBernoulli(v | d) (eq. 10)."""
+
+    def __init__(self, size: int, input_size: int, hidden: int = 0, *, autoregressive: bool, rngs: nnx.Rngs,
+                 dtype=jnp.float32):
+        self.hidden = nnx.Linear(input_size, hidden, rngs=rngs, param_dtype=dtype, dtype=dtype) if hidden else None
+        self.out = AutoregressiveBernoulli(size, hidden or input_size, autoregressive=autoregressive, rngs=rngs,
+                                           dtype=dtype)
+
+    def context(self, inputs):
+        return inputs if self.hidden is None else jnp.tanh(self.hidden(inputs))
+
+    def log_prob(self, v, inputs):
+        return self.out.log_prob(v, self.context(inputs))
+
+    def sample(self, key, inputs, *, pathwise: bool = False):
+        return self.out.sample(key, self.context(inputs), pathwise=pathwise)
+
+
+def _module_list(modules):
+    # nnx.List (flax >= 0.12) makes the list a pytree child; older flax takes a plain list
+    return nnx.List(modules) if hasattr(nnx, "List") else list(modules)
+
+
+# %% book/darn.md
+class DARN(nnx.Module):
+    """Deep AutoRegressive Network (Section 2): encoder q(h | x), autoregressive prior p(h^(L)),
+    decoder conditionals p(h^(l) | h^(l+1)).
+
+    n_visible: data width; n_hidden: stochastic widths (n1, ..., nL) or one int; n_deterministic: tanh
+    units in every conditional (0: none). The representation h is the list [h1, ..., hL], each (..., n_l).
+    """
+
+    def __init__(self, n_visible: int, n_hidden: int | Sequence[int], n_deterministic: int = 100, *,
+                 autoregressive_visible: bool = False, autoregressive_encoder: bool = False,
+                 skip_connections: bool = False, rngs: nnx.Rngs, dtype=jnp.float32):
+        n_hidden = (n_hidden,) if isinstance(n_hidden, (int, np.integer)) else tuple(n_hidden)
+        if n_visible < 1 or not n_hidden or min(n_hidden) < 1 or n_deterministic < 0:
+            raise ValueError("n_visible and every entry of n_hidden must be positive and n_deterministic >= 0, "
+                             f"got {n_visible}, {n_hidden}, {n_deterministic}")
+        s = self.sizes = (int(n_visible), *(int(n) for n in n_hidden))
+        self.skip_connections = skip_connections
+        L = len(n_hidden)
+        dec_in = [sum(s[l + 1:]) if skip_connections else s[l + 1] for l in range(L)]
+        enc_in = [sum(s[:k]) if skip_connections else s[k - 1] for k in range(1, L + 1)]
+        self.prior = AutoregressiveBernoulli(s[L], 0, autoregressive=True, rngs=rngs, dtype=dtype)
+        self.decoder = _module_list([
+            ConditionalBernoulli(s[l], dec_in[l], n_deterministic, autoregressive=(l > 0 or autoregressive_visible),
+                                 rngs=rngs, dtype=dtype) for l in range(L)])
+        self.encoder = _module_list([
+            ConditionalBernoulli(s[k], enc_in[k - 1], n_deterministic, autoregressive=autoregressive_encoder,
+                                 rngs=rngs, dtype=dtype) for k in range(1, L + 1)])
+
+    @property
+    def dtype(self):
+        return self.prior.bias[...].dtype
+
+    def _decoder_inputs(self, h, l):  # h = [x, h1, ..., hL]
+        return jnp.concatenate(h[l + 1:], -1) if self.skip_connections else h[l + 1]
+
+    def _encoder_inputs(self, h, k):
+        return jnp.concatenate(h[:k], -1) if self.skip_connections else h[k - 1]
+
+    def check_x(self, x, name: str = "x"):
+        """x must be binary, finite, of shape (..., n_visible); returned as an array of the model's dtype."""
+        x = check_array(x, name, binary=True)
+        if x.ndim < 1 or x.shape[-1] != self.sizes[0]:
+            raise ValueError(f"{name} must have shape (..., {self.sizes[0]}) (n_visible), got {tuple(x.shape)}")
+        return jnp.asarray(x, self.dtype)
+
+    def check_h(self, hs, batch_shape):
+        if len(hs) != len(self.sizes) - 1:
+            raise ValueError(f"the representation must hold {len(self.sizes) - 1} layers, got {len(hs)}")
+        for l, (h, n) in enumerate(zip(hs, self.sizes[1:]), start=1):
+            if h.shape[-1] != n:
+                raise ValueError(f"layer h{l} must have width {n}, got shape {tuple(h.shape)}")
+
+    def encode(self, x, key, *, pathwise: bool = False):
+        """h ~ q(h | x) layer by layer (eq. 8): returns [h1, ..., hL] and log q(h | x), shape x.shape[:-1]."""
+        h, logq = [x], 0.0
+        for k, (block, key_k) in enumerate(zip(self.encoder, jax.random.split(key, len(self.encoder))), start=1):
+            h_k, logits = block.sample(key_k, self._encoder_inputs(h, k), pathwise=pathwise)
+            logq = logq + bernoulli_log_prob(h_k, logits)
+            h.append(h_k)
+        return h[1:], logq
+
+    def encoder_log_prob(self, x, hs):
+        """log q(h | x) of a given representation."""
+        h = [x, *hs]
+        return sum(block.log_prob(h[k], self._encoder_inputs(h, k)) for k, block in enumerate(self.encoder, 1))
+
+    def log_prior(self, hs):
+        """log p(h) = log p(h^(L)) + sum_{1 <= l < L} log p(h^(l) | h^(l+1))."""
+        h = [None, *hs]
+        out = self.prior.log_prob(h[-1])
+        for l in range(1, len(hs)):
+            out = out + self.decoder[l].log_prob(h[l], self._decoder_inputs(h, l))
+        return out
+
+    def log_likelihood(self, x, hs):
+        """log p(x | h) (eq. 3)."""
+        return self.decoder[0].log_prob(x, self._decoder_inputs([x, *hs], 0))
+
+    def log_joint(self, x, hs):
+        """log p(x, h)."""
+        return self.log_prior(hs) + self.log_likelihood(x, hs)
+
+    def description_length(self, x, key, *, pathwise: bool = True):
+        """One-sample estimate of the expected description length (eq. 15), in nats, per example:
+        log q(h | x) - log p(x, h) with h ~ q(h | x). pathwise: the gradient of Appendix A (Section 5)."""
+        hs, logq = self.encode(x, key, pathwise=pathwise)
+        return logq - self.log_joint(x, hs)
+
+    def sample(self, key, num: int):
+        """Ancestral sampling (Section 3): x (num, n_visible) and [h1, ..., hL], top layer first."""
+        L = len(self.sizes) - 1
+        keys = jax.random.split(key, L + 1)
+        h = [None] * (L + 1)
+        h[L], _ = self.prior.sample(keys[L], shape=(num,))
+        for l in range(L - 1, -1, -1):
+            h[l], _ = self.decoder[l].sample(keys[l], self._decoder_inputs(h, l))
+        return h[0], h[1:]
+
+
+# %% book/darn.md
+def all_binary(n: int, start: int = 0, count: int | None = None, dtype=jnp.float32):
+    """Codes start .. start+count-1 of the 2^n binary vectors (bit i of code r in column i); (count, n)."""
+    count = 2 ** n if count is None else count
+    idx = start + jnp.arange(count)
+    return ((idx[:, None] >> jnp.arange(n)) & 1).astype(dtype)
+
+
+def split_layers(h, sizes: Sequence[int]) -> list:
+    """Cut the columns of h (..., sum(sizes)) into the layers [h1, ..., hL]."""
+    cuts = np.cumsum([0, *sizes])
+    return [h[..., a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def exact_log_prob(model: DARN, x, *, chunk: int = 4096, batch: int = 1000):
+    """log p(x) = logsumexp over all 2^(n1+...+nL) representations of log p(x, h) (Section 3); x (N, n_x) -> (N,).
+
+    Refuses above 24 hidden bits (use importance_log_prob).
+    """
+    x = model.check_x(x)
+    bits = sum(model.sizes[1:])
+    if bits > 24:
+        raise ValueError(f"exact_log_prob would enumerate 2^{bits} representations; above 2^24 use importance_log_prob")
+    graphdef, state = nnx.split(model)
+    chunk = min(chunk, 2 ** bits)
+    return jnp.concatenate([_exact_log_prob_batch(graphdef, state, x[i:i + batch], chunk)
+                            for i in range(0, x.shape[0], batch)])
+
+
+@partial(jax.jit, static_argnums=(0, 3))
+def _exact_log_prob_batch(graphdef, state, xb, chunk):
+    model = nnx.merge(graphdef, state)
+    bits = sum(model.sizes[1:])
+    visible = model.decoder[0]
+    shift = xb @ visible.out.lateral_matrix().T if visible.out.autoregressive else None
+
+    def add_chunk(carry, c):
+        hs = split_layers(all_binary(bits, c * chunk, chunk, model.dtype), model.sizes[1:])
+        prior = model.log_prior(hs)  # (C,): once per code, not per datum
+        logits = visible.out.context_logits(visible.context(model._decoder_inputs([None, *hs], 0)))  # (C, n_x)
+        if shift is None:
+            lj = xb @ logits.T - jnp.sum(jax.nn.softplus(logits), -1)
+        else:
+            lj = bernoulli_log_prob(xb[:, None], logits[None] + shift[:, None])
+        lj = lj + prior  # (B, C)
+        m = jnp.maximum(carry[0], jnp.max(lj, 1))
+        return (m, carry[1] * jnp.exp(carry[0] - m) + jnp.sum(jnp.exp(lj - m[:, None]), 1)), None
+
+    init = (jnp.full(xb.shape[:1], -jnp.inf, xb.dtype), jnp.zeros(xb.shape[:1], xb.dtype))
+    (m, s), _ = jax.lax.scan(add_chunk, init, jnp.arange(2 ** bits // chunk))
+    return m + jnp.log(s)
+
+
+# %% book/darn.md
+def expected_description_length(model: DARN, x):
+    """Exact E_q[log q(h | x) - log p(x, h)] (eq. darn-free-energy, nats) by enumerating every h; x (N, n_x) -> (N,).
+
+    For small models (at most 16 hidden bits): the oracle of the gradient estimators (Section 5).
+    """
+    x = model.check_x(x)
+    bits = sum(model.sizes[1:])
+    if bits > 16:
+        raise ValueError(f"expected_description_length enumerates 2^{bits} representations; at most 2^16")
+    H = all_binary(bits, dtype=model.dtype)
+    xs = jnp.broadcast_to(x[:, None], (x.shape[0], H.shape[0], x.shape[-1]))
+    hs = split_layers(jnp.broadcast_to(H, (x.shape[0], *H.shape)), model.sizes[1:])
+    logq = model.encoder_log_prob(xs, hs)
+    return jnp.sum(jnp.exp(logq) * (logq - model.log_joint(xs, hs)), -1)
+
+
+# %% book/darn.md
+@jax.custom_vjp
+def binary_sample(logits, u):
+    """h = 1[u < sigmoid(logits)] whose gradient is eq. darn-estimator (Appendix A, Section 5).
+
+    Backward: dL/dlogits = dL/dh * p(1-p) / (2 q(h)) = dL/dh * sigmoid((1 - 2h) logits) / 2,
+    with q(h) the probability of the sampled value. u: uniforms of the same shape (no gradient).
+    """
+    return (u < jax.nn.sigmoid(logits)).astype(logits.dtype)
+
+
+def _binary_sample_fwd(logits, u):
+    h = binary_sample(logits, u)
+    return h, (logits, h)
+
+
+def _binary_sample_bwd(residuals, g):
+    logits, h = residuals
+    return g * jax.nn.sigmoid((1 - 2 * h) * logits) / 2, jnp.zeros_like(h)
+
+
+binary_sample.defvjp(_binary_sample_fwd, _binary_sample_bwd)
+
+
+# %% book/darn.md
+def darn_loss(model: DARN, x, key):
+    """Mean one-sample description length (nats), differentiated with Appendix A's estimator."""
+    return jnp.mean(model.description_length(x, key, pathwise=True)), {}
+
+
+def reinforce_surrogate(model: DARN, x, key, baseline):
+    """Per-example surrogate F + sg(F - b) log q(h | x) whose gradient is the REINFORCE estimate, and F.
+
+    baseline: b(x), broadcastable to x.shape[:-1] (no gradient flows into it here).
+    """
+    hs, logq = model.encode(x, key, pathwise=False)
+    F = logq - model.log_joint(x, hs)
+    return F + jax.lax.stop_gradient(F - baseline) * logq, F
+
+
+class Reinforce(nnx.Module):
+    """A DARN and its REINFORCE baseline b(x) = x w + c, trained together by `reinforce_loss`."""
+
+    def __init__(self, model: DARN, *, rngs: nnx.Rngs):
+        self.model = model
+        self.baseline = nnx.Linear(model.sizes[0], 1, kernel_init=nnx.initializers.zeros, rngs=rngs,
+                                   param_dtype=model.dtype, dtype=model.dtype)
+
+
+def reinforce_loss(wrapped: Reinforce, x, key):
+    """Surrogate for the DARN's parameters plus the baseline's squared error; metric F is the bound."""
+    b = wrapped.baseline(x)[..., 0]
+    surrogate, F = reinforce_surrogate(wrapped.model, x, key, jax.lax.stop_gradient(b))
+    return jnp.mean(surrogate) + jnp.mean((jax.lax.stop_gradient(F) - b) ** 2), {"description_length": jnp.mean(F)}
+
+
+# %% book/darn.md
+def importance_log_prob(model: DARN, x, key, *, num_samples: int = 1000, chunk: int = 100, batch: int = 100):
+    """Eq. darn-is: log (1/S sum_s p(x, h_s) / q(h_s | x)), h_s ~ q(h | x); x (N, n_x) -> (N,)."""
+    x = model.check_x(x)
+    chunk = min(chunk, num_samples)
+    if num_samples % chunk:
+        raise ValueError(f"num_samples ({num_samples}) must be a multiple of chunk ({chunk})")
+    graphdef, state = nnx.split(model)
+    starts = range(0, x.shape[0], batch)
+    keys = jax.random.split(key, len(starts))
+    return jnp.concatenate([_importance_batch(graphdef, state, x[i:i + batch], k, num_samples, chunk)
+                            for i, k in zip(starts, keys)])
+
+
+@partial(jax.jit, static_argnums=(0, 4, 5))
+def _importance_batch(graphdef, state, xb, key, num_samples, chunk):
+    model = nnx.merge(graphdef, state)
+    xs = jnp.broadcast_to(xb, (chunk, *xb.shape))
+
+    def add_chunk(carry, k):
+        hs, logq = model.encode(xs, k)
+        w = model.log_joint(xs, hs) - logq  # (chunk, B)
+        m = jnp.maximum(carry[0], jnp.max(w, 0))
+        return (m, carry[1] * jnp.exp(carry[0] - m) + jnp.sum(jnp.exp(w - m), 0)), None
+
+    init = (jnp.full(xb.shape[:1], -jnp.inf, xb.dtype), jnp.zeros(xb.shape[:1], xb.dtype))
+    (m, s), _ = jax.lax.scan(add_chunk, init, jax.random.split(key, num_samples // chunk))
+    return m + jnp.log(s) - math.log(num_samples)
+
+
+def importance_estimate(model: DARN, x, key, *, num_samples: int = 1000, repeats: int = 10, **kwargs) -> dict:
+    """Mean test log-likelihood by eq. darn-is, repeated: {"mean", "ci95", "repeats"} (nats per example).
+
+    ci95 is 1.96 standard errors of the mean over the repeats (as the paper reports).
+    """
+    if repeats < 2:
+        raise ValueError(f"repeats must be at least 2 to give an interval, got {repeats}")
+    means = np.array([float(jnp.mean(importance_log_prob(model, x, k, num_samples=num_samples, **kwargs)))
+                      for k in jax.random.split(key, repeats)])
+    return {"mean": float(means.mean()), "ci95": float(1.96 * means.std(ddof=1) / np.sqrt(repeats)),
+            "repeats": means.tolist()}
+
+
+# %% book/darn.md
+def init_visible_bias(model: DARN, x_train) -> DARN:
+    """Set the visible layer's biases to logit(mean of x_train), clipped to [1e-3, 1 - 1e-3]."""
+    x_train = model.check_x(x_train, "x_train")
+    mean = jnp.clip(jnp.mean(x_train, 0), 1e-3, 1 - 1e-3)
+    model.decoder[0].out.bias[...] = jnp.log(mean / (1 - mean)).astype(model.dtype)
+    return model
+
+
+def mean_description_length(model: DARN, x, key, *, num_samples: int = 1, batch: int = 1000) -> float:
+    """Monte Carlo estimate of the mean of eq. darn-free-energy over the rows of x, in nats."""
+    x = model.check_x(x)
+    graphdef, state = nnx.split(model)
+    total = 0.0
+    for i in range(0, x.shape[0], batch):
+        total += float(_description_length_sum(graphdef, state, x[i:i + batch], jax.random.fold_in(key, i),
+                                               num_samples))
+    return total / x.shape[0]
+
+
+@partial(jax.jit, static_argnums=(0, 4))
+def _description_length_sum(graphdef, state, xb, key, num_samples):
+    model = nnx.merge(graphdef, state)
+    xs = jnp.broadcast_to(xb, (num_samples, *xb.shape))
+    return jnp.sum(model.description_length(xs, key, pathwise=False)) / num_samples
+
+
+# %% book/darn.md
+OPTIMIZERS = {
+    "adam": lambda lr: __import__("optax").adam(lr),
+    "rmsprop": lambda lr: __import__("optax").rmsprop(lr, decay=0.95, eps=1e-4, centered=True, momentum=0.9),
+}
+
+
+def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learning_rate: float = 1e-3,
+               optimizer: str = "adam", estimator: str = "darn", x_valid=None, eval_every: int = 5000,
+               seed: int = 0, progress: bool = True, log_every: int = 100):
+    """Minimise the description length of x_train (Sections 4-5); returns (model, history).
+
+    estimator: "darn" (Appendix A) or "reinforce" (learned baseline). With x_valid, the validation
+    description length is measured every eval_every steps and the best parameters are returned
+    (history["valid_step"], history["valid"], history["best_step"]).
+    """
+    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
+
+    x_train = model.check_x(x_train, "x_train")
+    if x_valid is not None:
+        x_valid = model.check_x(x_valid, "x_valid")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+    losses = {"darn": darn_loss, "reinforce": reinforce_loss}
+    if estimator not in losses:
+        raise ValueError(f"estimator must be one of {sorted(losses)}, got {estimator!r}")
+    tx = OPTIMIZERS[optimizer](learning_rate)
+    target = model if estimator == "darn" else Reinforce(model, rngs=nnx.Rngs(seed))
+    graphdef, state = nnx_train_state(target, tx)
+    step = nnx_step(graphdef, tx, losses[estimator])
+    key = jax.random.key(seed)
+    data = minibatches(x_train, batch_size, key=jax.random.fold_in(key, 1))
+    unwrap = (lambda m: m) if estimator == "darn" else (lambda m: m.model)
+    history, best, t = {"valid_step": [], "valid": []}, (math.inf, 0, state), 0
+    every = eval_every if x_valid is not None else steps
+    while t < steps:
+        result = fit(step, state, data, steps, key=key, first_step=t, stop_after=every, progress=progress,
+                     log_every=log_every, desc=f"DARN ({estimator})")
+        for name, values in result.history.items():
+            history.setdefault(name, []).extend(values.tolist())
+        state, t = result.state, min(t + every, steps)
+        if x_valid is not None:
+            valid = mean_description_length(unwrap(nnx_model(graphdef, state)), x_valid, jax.random.key(seed + 1))
+            history["valid_step"].append(t)
+            history["valid"].append(valid)
+            if valid < best[0]:
+                best = (valid, t, state)
+    if x_valid is not None:
+        history["best_step"] = best[1]
+        state = best[2]
+    return unwrap(nnx_model(graphdef, state)), {k: np.asarray(v) for k, v in history.items()}
+
+
+# %% book/darn.md
+from lib.toolkit import experiment as _experiment
+
+
+@_experiment(
+    "darn-mnist", chapter="darn",
+    book={"n_hidden": [9], "n_deterministic": 100, "steps": 2000, "eval_every": 1000, "learning_rate": 1e-3,
+          "optimizer": "adam", "bound_samples": 10, "is_samples": 100, "is_repeats": 2, "seed": 0},
+    paper={"n_hidden": [9, 10, 16], "n_deterministic": 100, "steps": 300_000, "eval_every": 10_000,
+           "learning_rate": 1e-3, "optimizer": "adam", "bound_samples": 10, "is_samples": 1000, "is_repeats": 10,
+           "seed": 0},
+)
+def run_darn_mnist(config: dict) -> list:
+    """Binarised MNIST, one stochastic layer (Table 2): exact (n_h <= 16) or importance-sampled test log p."""
+    import time
+
+    from lib.data import load_binarized_mnist
+
+    data = load_binarized_mnist()
+    rows = []
+    for nh in config["n_hidden"]:
+        nd = config["n_deterministic"] if nh <= 16 else max(config["n_deterministic"], 500)
+        model = init_visible_bias(DARN(784, nh, nd, rngs=nnx.Rngs(config["seed"])), data.train)
+        began = time.perf_counter()
+        model, hist = train_darn(model, data.train, steps=config["steps"], learning_rate=config["learning_rate"],
+                                 optimizer=config["optimizer"], x_valid=data.valid, eval_every=config["eval_every"],
+                                 seed=config["seed"], progress=False)
+        row = {"n_hidden": nh, "n_deterministic": nd, "steps": config["steps"], "best_step": int(hist["best_step"]),
+               "train_seconds": round(time.perf_counter() - began, 1),
+               "valid_curve": [[int(s), float(v)] for s, v in zip(hist["valid_step"], hist["valid"])],
+               "test_bound": mean_description_length(model, data.test, jax.random.key(1),
+                                                     num_samples=config["bound_samples"])}
+        if nh <= 16:
+            row.update(test_log_prob=float(jnp.mean(exact_log_prob(model, data.test))), method="exact")
+        else:
+            est = importance_estimate(model, data.test, jax.random.key(2), num_samples=config["is_samples"],
+                                      repeats=config["is_repeats"])
+            row.update(test_log_prob=est["mean"], ci95=est["ci95"], method=f"importance, S={config['is_samples']}")
+        rows.append(row)
+    return rows
+
+
+__all__ = [
+    'AutoregressiveBernoulli',
+    'ConditionalBernoulli',
+    'DARN',
+    'OPTIMIZERS',
+    'Reinforce',
+    'all_binary',
+    'bernoulli_log_prob',
+    'binary_sample',
+    'darn_loss',
+    'exact_log_prob',
+    'expected_description_length',
+    'importance_estimate',
+    'importance_log_prob',
+    'init_visible_bias',
+    'mean_description_length',
+    'reinforce_loss',
+    'reinforce_surrogate',
+    'run_darn_mnist',
+    'split_layers',
+    'strictly_lower',
+    'train_darn',
+]
