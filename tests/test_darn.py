@@ -1,0 +1,226 @@
+"""lib.darn against independent oracles: exact enumeration, chi-square, closed-form gradients."""
+
+import jax
+import jax.flatten_util
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from flax import nnx  # noqa: E402
+from scipy.stats import chisquare  # noqa: E402
+
+import lib.darn as D  # noqa: E402
+
+ARCHITECTURES = {
+    "one layer": dict(n_visible=5, n_hidden=3, n_deterministic=4),
+    "no tanh, AR visible": dict(n_visible=5, n_hidden=3, n_deterministic=0, autoregressive_visible=True),
+    "two layers, skip, AR visible": dict(n_visible=5, n_hidden=[3, 2], n_deterministic=4,
+                                         autoregressive_visible=True, skip_connections=True),
+    "AR encoder": dict(n_visible=4, n_hidden=[3, 2], n_deterministic=3, autoregressive_encoder=True),
+}
+
+
+def make(seed=0, dtype=jnp.float64, **kw):
+    """A DARN with random non-zero lateral weights and biases (they start at zero)."""
+    model = D.DARN(**kw, rngs=nnx.Rngs(seed), dtype=dtype)
+    for i, (path, var) in enumerate(nnx.iter_graph(model)):
+        if path and path[-1] in ("lateral", "bias") and isinstance(var, nnx.Param):
+            var[...] = jax.random.normal(jax.random.key(seed * 1000 + i), var.shape, dtype)
+    return model
+
+
+def brute_force_log_prob(model, x):
+    """log p(x) by summing exp(log_joint) over every code with plain Python loops over codes."""
+    bits = sum(model.sizes[1:])
+    out = []
+    for xi in np.asarray(x):
+        total = 0.0
+        for code in range(2 ** bits):
+            h = np.array([(code >> i) & 1 for i in range(bits)], np.float64)
+            hs = D.split_layers(jnp.asarray(h)[None], model.sizes[1:])
+            total += float(jnp.exp(model.log_joint(jnp.asarray(xi)[None], hs))[0])
+        out.append(np.log(total))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_exact_likelihood_is_normalised_and_matches_brute_force(name):
+    model = make(**ARCHITECTURES[name])
+    X = D.all_binary(model.sizes[0], dtype=jnp.float64)
+    log_px = D.exact_log_prob(model, X, chunk=4)
+    assert abs(float(jax.scipy.special.logsumexp(log_px))) < 1e-10
+    np.testing.assert_allclose(log_px[:6], brute_force_log_prob(model, X[:6]), rtol=1e-10)
+
+
+def test_layer_is_autoregressive_and_normalised():
+    layer = D.AutoregressiveBernoulli(7, 2, rngs=nnx.Rngs(0), dtype=jnp.float64)
+    layer.lateral[...] = jax.random.normal(jax.random.key(0), (7, 7), jnp.float64)
+    c = jnp.asarray([0.3, -1.2])
+    J = jax.jacobian(lambda v: layer.logits(v, c))(jnp.ones(7))
+    assert np.all(np.triu(np.asarray(J)) == 0)  # logit j ignores v_j .. v_n
+    assert np.all(np.asarray(J)[np.tril_indices(7, -1)] != 0)
+    total = jax.scipy.special.logsumexp(layer.log_prob(D.all_binary(7, dtype=jnp.float64), c))
+    assert abs(float(total)) < 1e-12
+
+
+def test_sampled_logits_are_the_logits_of_the_sample():
+    layer = D.AutoregressiveBernoulli(6, 3, rngs=nnx.Rngs(1), dtype=jnp.float64)
+    layer.lateral[...] = jax.random.normal(jax.random.key(2), (6, 6), jnp.float64)
+    c = jax.random.normal(jax.random.key(3), (50, 3), jnp.float64)
+    v, logits = layer.sample(jax.random.key(4), c)
+    np.testing.assert_allclose(logits, layer.logits(v, c), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["one layer", "two layers, skip, AR visible"])
+def test_ancestral_samples_follow_the_exact_distribution(name):
+    model = make(seed=3, dtype=jnp.float32, **ARCHITECTURES[name])
+    n = 100_000
+    x, _ = model.sample(jax.random.key(0), n)
+    codes = np.asarray(x @ (2.0 ** jnp.arange(model.sizes[0]))).astype(int)
+    p = np.exp(np.asarray(D.exact_log_prob(model, D.all_binary(model.sizes[0])), np.float64))
+    counts = np.bincount(codes, minlength=len(p))
+    assert chisquare(counts, n * p / p.sum()).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("name", ["one layer", "AR encoder"])
+def test_description_length_is_minus_log_p_plus_kl(name):
+    model = make(seed=4, **ARCHITECTURES[name])
+    x = D.all_binary(model.sizes[0], dtype=jnp.float64)[::3]
+    bits = sum(model.sizes[1:])
+    H = D.all_binary(bits, dtype=jnp.float64)
+    xs = jnp.broadcast_to(x[:, None], (len(x), len(H), x.shape[1]))
+    hs = D.split_layers(jnp.broadcast_to(H, (len(x), *H.shape)), model.sizes[1:])
+    log_px = D.exact_log_prob(model, x)
+    logq = model.encoder_log_prob(xs, hs)
+    np.testing.assert_allclose(jnp.exp(jax.scipy.special.logsumexp(logq, -1)), 1.0, rtol=1e-12)
+    kl = jnp.sum(jnp.exp(logq) * (logq - (model.log_joint(xs, hs) - log_px[:, None])), -1)
+    np.testing.assert_allclose(D.expected_description_length(model, x), -log_px + kl, rtol=1e-10)
+    assert np.all(kl > 0)
+    # and the Monte Carlo estimate averages to it
+    mc = jnp.mean(model.description_length(jnp.broadcast_to(x, (20_000, *x.shape)), jax.random.key(0)), 0)
+    np.testing.assert_allclose(mc, D.expected_description_length(model, x), rtol=0.02)
+
+
+def test_importance_sampling_converges_to_the_exact_likelihood():
+    model = make(seed=5, **ARCHITECTURES["two layers, skip, AR visible"])
+    x = D.all_binary(5, dtype=jnp.float64)[::5]
+    exact = D.exact_log_prob(model, x)
+    S = 100_000
+    est = D.importance_log_prob(model, x, jax.random.key(0), num_samples=S, chunk=10_000)
+    # delta method: sd(log p_hat) = sqrt(E_q[w^2] / p^2 - 1) / sqrt(S), with E_q[w^2] = sum_h p(x, h)^2 / q(h | x)
+    H = D.all_binary(5, dtype=jnp.float64)
+    xs = jnp.broadcast_to(x[:, None], (len(x), len(H), 5))
+    hs = D.split_layers(jnp.broadcast_to(H, (len(x), *H.shape)), model.sizes[1:])
+    log_w2 = jax.scipy.special.logsumexp(2 * model.log_joint(xs, hs) - model.encoder_log_prob(xs, hs), -1)
+    sd = np.sqrt(np.expm1(np.asarray(log_w2 - 2 * exact)) / S)
+    assert np.all(np.abs(np.asarray(est - exact)) < 4 * sd)
+    few = D.importance_estimate(model, x, jax.random.key(1), num_samples=2, repeats=200)
+    assert few["mean"] < float(jnp.mean(exact))  # Jensen: the log of an unbiased estimate is biased low
+
+
+@pytest.mark.parametrize("h", [0, 1])
+def test_binary_sample_gradient_is_appendix_a(h):
+    """d/dlogit of g * h through the sampler equals g * p(1-p) / (2 q(h)), q(h) the sampled value's probability."""
+    a = jnp.float64(0.7)
+    p = jax.nn.sigmoid(a)
+    u = jnp.float64(0.0 if h else 1.0)  # u = 0 forces h = 1, u = 1 forces h = 0
+    assert float(D.binary_sample(a, u)) == h
+    g = 2.5
+    grad = jax.grad(lambda a_: g * D.binary_sample(a_, u))(a)
+    q = p if h else 1 - p
+    np.testing.assert_allclose(grad, g * p * (1 - p) / (2 * q), rtol=1e-12)
+
+
+def test_estimator_mean_is_the_trapezoid_rule():
+    """Quadratic f: unbiased. Cubic f: bias p(1-p) f'''/12 exactly."""
+    a = jnp.float64(-0.4)
+    p = float(jax.nn.sigmoid(a))
+
+    def mean_estimate(f):
+        per = {h: float(jax.grad(lambda a_: f(D.binary_sample(a_, jnp.float64(0.0 if h else 1.0))))(a))
+               for h in (0, 1)}
+        return p * per[1] + (1 - p) * per[0]
+
+    quadratic = lambda h: 3 * h**2 - 2 * h + 1  # noqa: E731
+    cubic = lambda h: 3 * h**3 - 2 * h + 1  # noqa: E731  f''' = 18
+    np.testing.assert_allclose(mean_estimate(quadratic), p * (1 - p) * (quadratic(1.0) - quadratic(0.0)), rtol=1e-12)
+    np.testing.assert_allclose(mean_estimate(cubic) - p * (1 - p) * (cubic(1.0) - cubic(0.0)),
+                               p * (1 - p) * 18 / 12, rtol=1e-12)
+
+
+def test_network_estimator_equals_exact_gradient_plus_trapezoid_error():
+    """One hidden unit: the estimator averaged exactly over h = E_q[grad F] + dp * (trapezoid - difference)."""
+    model = make(seed=6, n_visible=4, n_hidden=1, n_deterministic=3)
+    x = jnp.asarray([[1.0, 0.0, 1.0, 1.0]])
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    flat = lambda tree: jax.flatten_util.ravel_pytree(tree)[0]  # noqa: E731
+    exact = flat(jax.grad(lambda p: D.expected_description_length(nnx.merge(graphdef, p, rest), x)[0])(params))
+
+    keys = {}  # a key that samples h = 0 and one that samples h = 1
+    for i in range(100):
+        hs, _ = model.encode(x, jax.random.key(i))
+        keys.setdefault(int(hs[0][0, 0]), jax.random.key(i))
+    estimate = {h: flat(jax.grad(lambda p: nnx.merge(graphdef, p, rest).description_length(x, keys[h])[0])(params))
+                for h in (0, 1)}
+    enc = model.encoder[0]
+    logit = lambda p: nnx.merge(graphdef, p, rest).encoder[0].out.context_logits(  # noqa: E731
+        nnx.merge(graphdef, p, rest).encoder[0].context(x))[0, 0]
+    prob = float(jax.nn.sigmoid(enc.out.context_logits(enc.context(x))[0, 0]))
+    dp = flat(jax.grad(lambda p: jax.nn.sigmoid(logit(p)))(params))
+    F = lambda h: model.encoder_log_prob(x, [h[None, None]])[0] - model.log_joint(x, [h[None, None]])[0]  # noqa: E731
+    dF = jax.grad(F)
+    trapezoid = (dF(jnp.float64(0.0)) + dF(jnp.float64(1.0))) / 2
+    difference = F(jnp.float64(1.0)) - F(jnp.float64(0.0))
+    mean = prob * estimate[1] + (1 - prob) * estimate[0]
+    np.testing.assert_allclose(mean, exact + dp * (trapezoid - difference), rtol=1e-8, atol=1e-10)
+    assert abs(float(trapezoid - difference)) > 1e-3  # the check is not vacuous: the estimator is biased here
+
+
+def test_reinforce_is_unbiased():
+    model = make(seed=7, **ARCHITECTURES["one layer"])
+    x = D.all_binary(5, dtype=jnp.float64)[::7]
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    flat = lambda tree: jax.flatten_util.ravel_pytree(tree)[0]  # noqa: E731
+    exact = flat(jax.grad(lambda p: jnp.mean(D.expected_description_length(nnx.merge(graphdef, p, rest), x)))(params))
+    b = D.expected_description_length(model, x)
+    one = lambda k: flat(jax.grad(  # noqa: E731
+        lambda p: jnp.mean(D.reinforce_surrogate(nnx.merge(graphdef, p, rest), x, k, b)[0]))(params))
+    g = jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(0), 40_000))
+    se = np.asarray(g.std(0)) / np.sqrt(len(g))
+    assert np.all(np.abs(np.asarray(g.mean(0)) - np.asarray(exact)) < 5 * se + 1e-9)
+
+
+def test_training_lowers_the_description_length_and_keeps_the_best():
+    rng = np.random.default_rng(0)
+    protos = rng.random((4, 20)) < 0.5
+    x = (protos[rng.integers(0, 4, 600)] ^ (rng.random((600, 20)) < 0.05)).astype(np.uint8)
+    model = D.init_visible_bias(D.DARN(20, 4, 8, rngs=nnx.Rngs(0)), x)
+    before = D.mean_description_length(model, x, jax.random.key(0))
+    for estimator in ("darn", "reinforce"):
+        trained, hist = D.train_darn(model, x[:500], steps=600, batch_size=50, learning_rate=3e-3, estimator=estimator,
+                                     x_valid=x[500:], eval_every=200, progress=False)
+        after = D.mean_description_length(trained, x, jax.random.key(0))
+        assert after < before - 2.0, (estimator, before, after)
+        assert hist["best_step"] == hist["valid_step"][np.argmin(hist["valid"])]
+
+
+def test_bad_input_is_refused():
+    model = D.DARN(6, 2, 3, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="binary"):
+        D.exact_log_prob(model, np.full((2, 6), 0.5))
+    with pytest.raises(ValueError, match=r"\(\.\.\., 6\)"):
+        D.exact_log_prob(model, np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="finite"):
+        D.mean_description_length(model, np.full((2, 6), np.nan), jax.random.key(0))
+    with pytest.raises(ValueError, match="n_hidden"):
+        D.DARN(6, [3, 0], rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="importance_log_prob"):
+        D.exact_log_prob(D.DARN(6, 30, 0, rngs=nnx.Rngs(0)), np.zeros((1, 6)))
+    with pytest.raises(ValueError, match="multiple"):
+        D.importance_log_prob(model, np.zeros((1, 6)), jax.random.key(0), num_samples=150, chunk=100)
+    with pytest.raises(ValueError, match="optimizer"):
+        D.train_darn(model, np.zeros((10, 6)), steps=1, optimizer="sgd")
+    with pytest.raises(ValueError, match="estimator"):
+        D.train_darn(model, np.zeros((10, 6)), steps=1, estimator="straight-through")
