@@ -15,6 +15,7 @@ import numpy as np
 from flax import nnx
 
 from lib.toolkit import check_array
+from lib.toolkit import experiment as _experiment
 
 
 # %% book/darn.md
@@ -417,72 +418,263 @@ OPTIMIZERS = {
 }
 
 
+def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, batch_size: int = 100,
+                        learning_rate: float = 1e-3, optimizer: str = "adam", valid_fn=None, eval_every: int = 5000,
+                        seed: int = 0, progress: bool = True, log_every: int = 100, desc: str = "train"):
+    """Train target on minibatches of x_train, keeping the parameters with the lowest valid_fn (Section 7).
+
+    loss_fn(module, batch, key) -> (loss, metrics); valid_fn(module) -> float, measured every
+    eval_every steps (None: no validation, the last parameters are returned). Returns (module, history)
+    with the training metrics and history["valid_step"], history["valid"], history["best_step"].
+    """
+    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
+
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+    tx = OPTIMIZERS[optimizer](learning_rate)
+    graphdef, state = nnx_train_state(target, tx)
+    step = nnx_step(graphdef, tx, loss_fn)
+    key = jax.random.key(seed)
+    data = minibatches(x_train, batch_size, key=jax.random.fold_in(key, 1))
+    history, best, t = {"valid_step": [], "valid": []}, (math.inf, steps, state), 0
+    every = eval_every if valid_fn is not None else steps
+    while t < steps:
+        result = fit(step, state, data, steps, key=key, first_step=t, stop_after=every, progress=progress,
+                     log_every=log_every, desc=desc)
+        for name, values in result.history.items():
+            history.setdefault(name, []).extend(values.tolist())
+        state, t = result.state, min(t + every, steps)
+        if valid_fn is not None:
+            valid = float(valid_fn(nnx_model(graphdef, state)))
+            history["valid_step"].append(t)
+            history["valid"].append(valid)
+            if valid < best[0]:
+                best = (valid, t, state)
+    history["best_step"] = best[1]
+    return nnx_model(graphdef, best[2] if valid_fn is not None else state), {k: np.asarray(v) for k, v in history.items()}
+
+
 def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learning_rate: float = 1e-3,
                optimizer: str = "adam", estimator: str = "darn", x_valid=None, eval_every: int = 5000,
                seed: int = 0, progress: bool = True, log_every: int = 100):
     """Minimise the description length of x_train (Sections 4-5); returns (model, history).
 
     estimator: "darn" (Appendix A) or "reinforce" (learned baseline). With x_valid, the validation
-    description length is measured every eval_every steps and the best parameters are returned
-    (history["valid_step"], history["valid"], history["best_step"]).
+    description length is measured every eval_every steps and the best parameters are returned.
     """
-    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
-
     x_train = model.check_x(x_train, "x_train")
-    if x_valid is not None:
-        x_valid = model.check_x(x_valid, "x_valid")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
     losses = {"darn": darn_loss, "reinforce": reinforce_loss}
     if estimator not in losses:
         raise ValueError(f"estimator must be one of {sorted(losses)}, got {estimator!r}")
-    tx = OPTIMIZERS[optimizer](learning_rate)
     target = model if estimator == "darn" else Reinforce(model, rngs=nnx.Rngs(seed))
-    graphdef, state = nnx_train_state(target, tx)
-    step = nnx_step(graphdef, tx, losses[estimator])
-    key = jax.random.key(seed)
-    data = minibatches(x_train, batch_size, key=jax.random.fold_in(key, 1))
     unwrap = (lambda m: m) if estimator == "darn" else (lambda m: m.model)
-    history, best, t = {"valid_step": [], "valid": []}, (math.inf, 0, state), 0
-    every = eval_every if x_valid is not None else steps
-    while t < steps:
-        result = fit(step, state, data, steps, key=key, first_step=t, stop_after=every, progress=progress,
-                     log_every=log_every, desc=f"DARN ({estimator})")
-        for name, values in result.history.items():
-            history.setdefault(name, []).extend(values.tolist())
-        state, t = result.state, min(t + every, steps)
-        if x_valid is not None:
-            valid = mean_description_length(unwrap(nnx_model(graphdef, state)), x_valid, jax.random.key(seed + 1))
-            history["valid_step"].append(t)
-            history["valid"].append(valid)
-            if valid < best[0]:
-                best = (valid, t, state)
+    valid_fn = None
     if x_valid is not None:
-        history["best_step"] = best[1]
-        state = best[2]
-    return unwrap(nnx_model(graphdef, state)), {k: np.asarray(v) for k, v in history.items()}
+        x_valid = model.check_x(x_valid, "x_valid")
+        valid_fn = lambda m: mean_description_length(unwrap(m), x_valid, jax.random.key(seed + 1))  # noqa: E731
+    trained, history = fit_with_validation(target, losses[estimator], x_train, steps=steps, batch_size=batch_size,
+                                           learning_rate=learning_rate, optimizer=optimizer, valid_fn=valid_fn,
+                                           eval_every=eval_every, seed=seed, progress=progress, log_every=log_every,
+                                           desc=f"DARN ({estimator})")
+    return unwrap(trained), history
 
 
 # %% book/darn.md
-from lib.toolkit import experiment as _experiment
+class MixtureOfBernoullis(nnx.Module):
+    """p(x) = sum_k pi_k prod_j Bernoulli(x_j | mu_kj), fitted by `fit_mixture_of_bernoullis` (EM, Section 8)."""
+
+    def __init__(self, log_weights, logits):
+        self.log_weights = nnx.Param(jnp.asarray(log_weights))  # (K,) log pi
+        self.logits = nnx.Param(jnp.asarray(logits))  # (K, D) logit mu
+
+    def component_log_probs(self, x):
+        """log pi_k + log p(x | k): (..., K)."""
+        logits = self.logits[...]
+        return x @ logits.T - jnp.sum(jax.nn.softplus(logits), -1) + self.log_weights[...]
+
+    def log_prob(self, x, *, batch: int = 1000):
+        """Exact log p(x) (N,), in batches of rows."""
+        x = check_array(x, "x", binary=True, shape=(None, self.logits.shape[1]))
+        lp = jax.jit(lambda xb: jax.scipy.special.logsumexp(self.component_log_probs(xb), -1))
+        x = jnp.asarray(x, self.logits[...].dtype)
+        return jnp.concatenate([lp(x[i:i + batch]) for i in range(0, x.shape[0], batch)])
+
+
+def fit_mixture_of_bernoullis(x_train, num_components: int, *, x_valid=None, max_iterations: int = 200,
+                              alpha: float = 1.0, tol: float = 1e-3, seed: int = 0, batch: int = 5000,
+                              dtype=jnp.float32) -> tuple:
+    """EM for a mixture of Bernoullis (Section 8); returns (model, history of train/valid log-likelihoods).
+
+    Stops after max_iterations, when the training log-likelihood gains less than tol nats per example,
+    or (with x_valid) when the validation log-likelihood falls; returns the parameters of the best
+    validation iteration.
+    """
+    x = jnp.asarray(check_array(x_train, "x_train", binary=True, ndim=2), dtype)
+    if not 1 <= num_components:
+        raise ValueError(f"num_components must be positive, got {num_components}")
+    N, D = x.shape
+    K = num_components
+    key = jax.random.key(seed)
+    start = x[jax.random.choice(key, N, (K,), replace=N < K)]
+    mu = 0.5 * start + 0.25 + 0.1 * jax.random.uniform(jax.random.fold_in(key, 1), (K, D), dtype)
+    model = MixtureOfBernoullis(jnp.full((K,), -math.log(K), dtype), jnp.log(mu) - jnp.log1p(-mu))
+
+    @jax.jit
+    def statistics(log_weights, logits, xb):
+        comp = xb @ logits.T - jnp.sum(jax.nn.softplus(logits), -1) + log_weights
+        lse = jax.scipy.special.logsumexp(comp, -1, keepdims=True)
+        r = jnp.exp(comp - lse)
+        return jnp.sum(lse), jnp.sum(r, 0), r.T @ xb
+
+    history = {"train": [], "valid": []}
+    best = (-math.inf, model.log_weights[...], model.logits[...])
+    for _ in range(max_iterations):
+        ll, Nk, Sx = 0.0, 0.0, 0.0
+        for i in range(0, N, batch):
+            a, b, c = statistics(model.log_weights[...], model.logits[...], x[i:i + batch])
+            ll, Nk, Sx = ll + a, Nk + b, Sx + c
+        history["train"].append(float(ll) / N)  # log-likelihood of the parameters before this M-step
+        mu = (Sx + alpha) / (Nk[:, None] + 2 * alpha)
+        model.log_weights[...] = jnp.log(Nk + 1e-10) - jnp.log(N + K * 1e-10)
+        model.logits[...] = jnp.log(mu) - jnp.log1p(-mu)
+        if x_valid is not None:
+            history["valid"].append(float(jnp.mean(model.log_prob(x_valid))))
+            if history["valid"][-1] > best[0]:
+                best = (history["valid"][-1], model.log_weights[...], model.logits[...])
+            elif len(history["valid"]) > 2 and history["valid"][-1] < history["valid"][-2]:
+                break
+        if len(history["train"]) > 1 and history["train"][-1] - history["train"][-2] < tol:
+            break
+    if x_valid is not None:
+        model.log_weights[...], model.logits[...] = best[1], best[2]
+    return model, history
+
+
+# %% book/darn.md
+class NADE(nnx.Module):
+    """NADE (Larochelle & Murray 2011): p(x_j = 1 | x_<j) = sigmoid(b_j + V_j . sigmoid(c + W[:, :j] x_<j)) (Section 8)."""
+
+    def __init__(self, n_visible: int, n_hidden: int, *, rngs: nnx.Rngs, dtype=jnp.float32):
+        self.W = nnx.Param(0.01 * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype))  # row i: W[:, i]
+        self.V = nnx.Param(0.01 * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype))
+        self.b = nnx.Param(jnp.zeros((n_visible,), dtype))
+        self.c = nnx.Param(jnp.zeros((n_hidden,), dtype))
+
+    def logits(self, x):
+        """All D conditional logits of x (..., D) at once: the running sum over pixels is a cumsum."""
+        contrib = x[..., :, None] * self.W[...]  # (..., D, H)
+        pre = self.c[...] + jnp.cumsum(contrib, -2) - contrib  # exclusive: pixels before j only
+        return jnp.sum(jax.nn.sigmoid(pre) * self.V[...], -1) + self.b[...]
+
+    def log_prob(self, x):
+        return bernoulli_log_prob(x, self.logits(x))
+
+
+def likelihood_loss(model, x, key):
+    """Mean negative log-likelihood, for models with an exact log_prob (FVSBN, NADE)."""
+    return -jnp.mean(model.log_prob(x)), {}
+
+
+def train_likelihood(model: nnx.Module, x_train, *, steps: int, x_valid=None, **kwargs):
+    """Maximum likelihood for FVSBN (an AutoregressiveBernoulli) or NADE, with early stopping (Section 8)."""
+    x_train = jnp.asarray(check_array(x_train, "x_train", binary=True, ndim=2), jnp.float32)
+    valid_fn = None
+    if x_valid is not None:
+        x_valid = jnp.asarray(check_array(x_valid, "x_valid", binary=True, ndim=2), jnp.float32)
+        valid_fn = jax.jit(lambda m: -jnp.mean(m.log_prob(x_valid)))
+    return fit_with_validation(model, likelihood_loss, x_train, steps=steps, valid_fn=valid_fn,
+                               desc=type(model).__name__, **kwargs)
+
+
+# %% book/darn.md
+UCI_TABLE1 = {  # test log-likelihood, nats (Table 1 of the paper): MoB, RBM, FVSBN, NADE, EoNADE, DARN
+    "dna": {"MoB": -98.19, "RBM": -96.74, "FVSBN": -83.64, "NADE": -84.81, "EoNADE": -82.31, "DARN": -81.04},
+    "mushrooms": {"MoB": -14.46, "RBM": -15.15, "FVSBN": -10.27, "NADE": -9.81, "EoNADE": -9.68, "DARN": -9.55},
+    "nips": {"MoB": -290.02, "RBM": -277.37, "FVSBN": -276.88, "NADE": -273.08, "EoNADE": -272.38, "DARN": -274.68},
+}
 
 
 @_experiment(
+    "darn-uci", chapter="darn",
+    book={"datasets": ["dna"], "darn_hidden": [16], "darn_deterministic": [100], "components": [16, 32],
+          "nade_hidden": 100, "steps": 2000, "eval_every": 500, "learning_rate": 1e-3, "seed": 0},
+    paper={"datasets": ["dna", "mushrooms", "nips"], "darn_hidden": [8, 12, 16], "darn_deterministic": [100, 300, 500],
+           "components": [8, 16, 32, 64, 128, 256, 512], "nade_hidden": 500, "steps": 30_000, "eval_every": 1000,
+           "learning_rate": 1e-3, "seed": 0},
+)
+def run_darn_uci(config: dict) -> list:
+    """Table 1 on dna / mushrooms / nips: MoB (EM), FVSBN, NADE and DARN (AR visibles), exact test log p."""
+    import time
+
+    from lib.data import load_nade
+
+    rows = []
+    for name in config["datasets"]:
+        data = load_nade(name)
+        D = data.train.shape[1]
+        train = dict(steps=config["steps"], eval_every=config["eval_every"], learning_rate=config["learning_rate"],
+                     seed=config["seed"], progress=False)
+
+        def row(model, kind, valid, test, began, **extra):
+            return {"dataset": name, "model": kind, "valid_log_prob": float(valid), "test_log_prob": float(test),
+                    "train_seconds": round(time.perf_counter() - began, 1), **extra}
+
+        began, best = time.perf_counter(), None
+        for K in config["components"]:
+            mob, _ = fit_mixture_of_bernoullis(data.train, K, x_valid=data.valid, seed=config["seed"])
+            valid = float(jnp.mean(mob.log_prob(data.valid)))
+            if best is None or valid > best[0]:
+                best = (valid, K, mob)
+        rows.append(row(best[2], "MoB", best[0], jnp.mean(best[2].log_prob(data.test)), began, components=best[1]))
+        for kind, make in (("FVSBN", lambda: AutoregressiveBernoulli(D, rngs=nnx.Rngs(config["seed"]))),
+                           ("NADE", lambda: NADE(D, config["nade_hidden"], rngs=nnx.Rngs(config["seed"])))):
+            began = time.perf_counter()
+            model, _ = train_likelihood(make(), data.train, x_valid=data.valid, **train)
+            lp = lambda x: float(jnp.mean(model.log_prob(jnp.asarray(x, jnp.float32))))  # noqa: E731
+            rows.append(row(model, kind, lp(data.valid), lp(data.test), began))
+        began, best = time.perf_counter(), None
+        for nh in config["darn_hidden"]:
+            for nd in config["darn_deterministic"]:
+                model = init_visible_bias(DARN(D, nh, nd, autoregressive_visible=True,
+                                               rngs=nnx.Rngs(config["seed"])), data.train)
+                model, hist = train_darn(model, data.train, x_valid=data.valid, **train)
+                bound = float(np.min(hist["valid"]))
+                if best is None or bound < best[0]:
+                    best = (bound, nh, nd, model)
+        bound, nh, nd, model = best
+        rows.append(row(model, "DARN", jnp.mean(exact_log_prob(model, data.valid)),
+                        jnp.mean(exact_log_prob(model, data.test)), began, n_hidden=nh, n_deterministic=nd,
+                        test_bound=mean_description_length(model, data.test, jax.random.key(1), num_samples=10)))
+    return rows
+
+
+# %% book/darn.md
+@_experiment(
     "darn-mnist", chapter="darn",
     book={"n_hidden": [9], "n_deterministic": 100, "steps": 2000, "eval_every": 1000, "learning_rate": 1e-3,
-          "optimizer": "adam", "bound_samples": 10, "is_samples": 100, "is_repeats": 2, "seed": 0},
+          "optimizer": "adam", "bound_samples": 10, "is_samples": 100, "is_repeats": 2, "seed": 0,
+          "mixture_components": [16]},
     paper={"n_hidden": [9, 10, 16], "n_deterministic": 100, "steps": 300_000, "eval_every": 10_000,
            "learning_rate": 1e-3, "optimizer": "adam", "bound_samples": 10, "is_samples": 1000, "is_repeats": 10,
-           "seed": 0},
+           "seed": 0, "mixture_components": [512, 1024, 65536]},
 )
 def run_darn_mnist(config: dict) -> list:
-    """Binarised MNIST, one stochastic layer (Table 2): exact (n_h <= 16) or importance-sampled test log p."""
+    """Binarised MNIST (Table 2): DARN with one stochastic layer, exact (n_h <= 16) or importance-sampled
+    test log p; and mixtures of Bernoullis with K = 2^n_h components (EM, early stopping)."""
     import time
 
     from lib.data import load_binarized_mnist
 
     data = load_binarized_mnist()
     rows = []
+    for K in config["mixture_components"]:
+        began = time.perf_counter()
+        mob, hist = fit_mixture_of_bernoullis(data.train, K, x_valid=data.valid, seed=config["seed"],
+                                              batch=max(100, 2 ** 24 // K))
+        rows.append({"model": "MoB", "components": K, "iterations": len(hist["train"]),
+                     "train_seconds": round(time.perf_counter() - began, 1), "valid_curve": hist["valid"],
+                     "test_log_prob": float(jnp.mean(mob.log_prob(data.test, batch=max(100, 2 ** 24 // K)))),
+                     "method": "exact"})
     for nh in config["n_hidden"]:
         nd = config["n_deterministic"] if nh <= 16 else max(config["n_deterministic"], 500)
         model = init_visible_bias(DARN(784, nh, nd, rngs=nnx.Rngs(config["seed"])), data.train)
@@ -490,7 +682,8 @@ def run_darn_mnist(config: dict) -> list:
         model, hist = train_darn(model, data.train, steps=config["steps"], learning_rate=config["learning_rate"],
                                  optimizer=config["optimizer"], x_valid=data.valid, eval_every=config["eval_every"],
                                  seed=config["seed"], progress=False)
-        row = {"n_hidden": nh, "n_deterministic": nd, "steps": config["steps"], "best_step": int(hist["best_step"]),
+        row = {"model": "DARN", "n_hidden": nh, "n_deterministic": nd, "steps": config["steps"],
+               "best_step": int(hist["best_step"]),
                "train_seconds": round(time.perf_counter() - began, 1),
                "valid_curve": [[int(s), float(v)] for s, v in zip(hist["valid_step"], hist["valid"])],
                "test_bound": mean_description_length(model, data.test, jax.random.key(1),
@@ -509,22 +702,30 @@ __all__ = [
     'AutoregressiveBernoulli',
     'ConditionalBernoulli',
     'DARN',
+    'MixtureOfBernoullis',
+    'NADE',
     'OPTIMIZERS',
     'Reinforce',
+    'UCI_TABLE1',
     'all_binary',
     'bernoulli_log_prob',
     'binary_sample',
     'darn_loss',
     'exact_log_prob',
     'expected_description_length',
+    'fit_mixture_of_bernoullis',
+    'fit_with_validation',
     'importance_estimate',
     'importance_log_prob',
     'init_visible_bias',
+    'likelihood_loss',
     'mean_description_length',
     'reinforce_loss',
     'reinforce_surrogate',
     'run_darn_mnist',
+    'run_darn_uci',
     'split_layers',
     'strictly_lower',
     'train_darn',
+    'train_likelihood',
 ]
