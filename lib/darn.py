@@ -168,14 +168,16 @@ class DARN(nnx.Module):
             if h.shape[-1] != n:
                 raise ValueError(f"layer h{l} must have width {n}, got shape {tuple(h.shape)}")
 
-    def encode(self, x, key, *, pathwise: bool = False):
-        """h ~ q(h | x) layer by layer (eq. 8): returns [h1, ..., hL] and log q(h | x), shape x.shape[:-1]."""
-        h, logq = [x], 0.0
+    def encode(self, x, key, *, pathwise: bool = False, return_logits: bool = False):
+        """h ~ q(h | x) layer by layer (eq. 8): returns [h1, ..., hL] and log q(h | x), shape x.shape[:-1]
+        (and the list of the layers' logits if return_logits)."""
+        h, logq, all_logits = [x], 0.0, []
         for k, (block, key_k) in enumerate(zip(self.encoder, jax.random.split(key, len(self.encoder))), start=1):
             h_k, logits = block.sample(key_k, self._encoder_inputs(h, k), pathwise=pathwise)
             logq = logq + bernoulli_log_prob(h_k, logits)
             h.append(h_k)
-        return h[1:], logq
+            all_logits.append(logits)
+        return (h[1:], logq, all_logits) if return_logits else (h[1:], logq)
 
     def encoder_log_prob(self, x, hs):
         """log q(h | x) of a given representation."""
@@ -229,6 +231,19 @@ def split_layers(h, sizes: Sequence[int]) -> list:
     return [h[..., a:b] for a, b in zip(cuts[:-1], cuts[1:])]
 
 
+def chunked_logsumexp(terms, num_chunks: int, size: int, dtype):
+    """logsumexp over every chunk c = 0..num_chunks-1 of terms(c), an array (size, C), along its last axis:
+    a running maximum and sum in lax.scan, so one chunk is in memory at a time."""
+    def add(carry, c):
+        t = terms(c)
+        m = jnp.maximum(carry[0], jnp.max(t, -1))
+        return (m, carry[1] * jnp.exp(carry[0] - m) + jnp.sum(jnp.exp(t - m[:, None]), -1)), None
+
+    init = (jnp.full((size,), -jnp.inf, dtype), jnp.zeros((size,), dtype))
+    (m, s), _ = jax.lax.scan(add, init, jnp.arange(num_chunks))
+    return m + jnp.log(s)
+
+
 def exact_log_prob(model: DARN, x, *, chunk: int = 4096, batch: int = 1000):
     """log p(x) = logsumexp over all 2^(n1+...+nL) representations of log p(x, h) (Section 3); x (N, n_x) -> (N,).
 
@@ -251,7 +266,7 @@ def _exact_log_prob_batch(graphdef, state, xb, chunk):
     visible = model.decoder[0]
     shift = xb @ visible.out.lateral_matrix().T if visible.out.autoregressive else None
 
-    def add_chunk(carry, c):
+    def log_joint(c):  # log p(x, h) for the batch and the codes of chunk c: (B, C)
         hs = split_layers(all_binary(bits, c * chunk, chunk, model.dtype), model.sizes[1:])
         prior = model.log_prior(hs)  # (C,): once per code, not per datum
         logits = visible.out.context_logits(visible.context(model._decoder_inputs([None, *hs], 0)))  # (C, n_x)
@@ -259,13 +274,9 @@ def _exact_log_prob_batch(graphdef, state, xb, chunk):
             lj = xb @ logits.T - jnp.sum(jax.nn.softplus(logits), -1)
         else:
             lj = bernoulli_log_prob(xb[:, None], logits[None] + shift[:, None])
-        lj = lj + prior  # (B, C)
-        m = jnp.maximum(carry[0], jnp.max(lj, 1))
-        return (m, carry[1] * jnp.exp(carry[0] - m) + jnp.sum(jnp.exp(lj - m[:, None]), 1)), None
+        return lj + prior
 
-    init = (jnp.full(xb.shape[:1], -jnp.inf, xb.dtype), jnp.zeros(xb.shape[:1], xb.dtype))
-    (m, s), _ = jax.lax.scan(add_chunk, init, jnp.arange(2 ** bits // chunk))
-    return m + jnp.log(s)
+    return chunked_logsumexp(log_joint, 2 ** bits // chunk, xb.shape[0], xb.dtype)
 
 
 # %% book/darn.md
@@ -310,9 +321,27 @@ binary_sample.defvjp(_binary_sample_fwd, _binary_sample_bwd)
 
 
 # %% book/darn.md
-def darn_loss(model: DARN, x, key):
-    """Mean one-sample description length (nats), differentiated with Appendix A's estimator."""
-    return jnp.mean(model.description_length(x, key, pathwise=True)), {}
+def sparsity_penalty(probs, target: float):
+    """fDARN's penalty (Section 9): sum_j KL(Bernoulli(target) || Bernoulli(mean activity of unit j)).
+
+    probs (..., n): the encoder's q(h_j = 1 | x) over a batch; the mean is over all leading axes.
+    """
+    rho = jnp.clip(jnp.mean(probs.reshape(-1, probs.shape[-1]), 0), 1e-6, 1 - 1e-6)
+    return jnp.sum(target * jnp.log(target / rho) + (1 - target) * jnp.log((1 - target) / (1 - rho)))
+
+
+def darn_loss(model: DARN, x, key, *, sparsity_target: float | None = None, sparsity_weight: float = 0.0):
+    """Mean one-sample description length (nats), differentiated with Appendix A's estimator.
+
+    With sparsity_weight > 0, adds the fDARN penalty (Section 9) on every stochastic layer's mean activity.
+    """
+    hs, logq, logits = model.encode(x, key, pathwise=True, return_logits=True)
+    F = jnp.mean(logq - model.log_joint(x, hs))
+    activity = jnp.mean(jnp.concatenate([jnp.mean(jax.nn.sigmoid(a).reshape(-1, a.shape[-1]), 0) for a in logits]))
+    if not sparsity_weight:
+        return F, {"activity": activity}
+    penalty = sum(sparsity_penalty(jax.nn.sigmoid(a), sparsity_target) for a in logits)
+    return F + sparsity_weight * penalty, {"description_length": F, "activity": activity}
 
 
 def reinforce_surrogate(model: DARN, x, key, baseline):
@@ -360,15 +389,11 @@ def _importance_batch(graphdef, state, xb, key, num_samples, chunk):
     model = nnx.merge(graphdef, state)
     xs = jnp.broadcast_to(xb, (chunk, *xb.shape))
 
-    def add_chunk(carry, k):
-        hs, logq = model.encode(xs, k)
-        w = model.log_joint(xs, hs) - logq  # (chunk, B)
-        m = jnp.maximum(carry[0], jnp.max(w, 0))
-        return (m, carry[1] * jnp.exp(carry[0] - m) + jnp.sum(jnp.exp(w - m), 0)), None
+    def log_weights(c):  # log p(x, h_s) - log q(h_s | x) for chunk c of the samples: (B, chunk)
+        hs, logq = model.encode(xs, jax.random.fold_in(key, c))
+        return (model.log_joint(xs, hs) - logq).T
 
-    init = (jnp.full(xb.shape[:1], -jnp.inf, xb.dtype), jnp.zeros(xb.shape[:1], xb.dtype))
-    (m, s), _ = jax.lax.scan(add_chunk, init, jax.random.split(key, num_samples // chunk))
-    return m + jnp.log(s) - math.log(num_samples)
+    return chunked_logsumexp(log_weights, num_samples // chunk, xb.shape[0], xb.dtype) - math.log(num_samples)
 
 
 def importance_estimate(model: DARN, x, key, *, num_samples: int = 1000, repeats: int = 10, **kwargs) -> dict:
@@ -420,12 +445,14 @@ OPTIMIZERS = {
 
 def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, batch_size: int = 100,
                         learning_rate: float = 1e-3, optimizer: str = "adam", valid_fn=None, eval_every: int = 5000,
-                        seed: int = 0, progress: bool = True, log_every: int = 100, desc: str = "train"):
+                        patience: int | None = None, seed: int = 0, progress: bool = True, log_every: int = 100,
+                        desc: str = "train"):
     """Train target on minibatches of x_train, keeping the parameters with the lowest valid_fn (Section 7).
 
     loss_fn(module, batch, key) -> (loss, metrics); valid_fn(module) -> float, measured every
-    eval_every steps (None: no validation, the last parameters are returned). Returns (module, history)
-    with the training metrics and history["valid_step"], history["valid"], history["best_step"].
+    eval_every steps (None: no validation, the last parameters are returned); patience: stop after
+    that many measurements without improvement. Returns (module, history) with the training metrics
+    and history["valid_step"], history["valid"], history["best_step"].
     """
     from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
 
@@ -450,20 +477,29 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
             history["valid"].append(valid)
             if valid < best[0]:
                 best = (valid, t, state)
+            if patience is not None and len(history["valid"]) - 1 - int(np.argmin(history["valid"])) >= patience:
+                break
     history["best_step"] = best[1]
     return nnx_model(graphdef, best[2] if valid_fn is not None else state), {k: np.asarray(v) for k, v in history.items()}
 
 
 def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learning_rate: float = 1e-3,
                optimizer: str = "adam", estimator: str = "darn", x_valid=None, eval_every: int = 5000,
+               patience: int | None = None, sparsity_target: float | None = None, sparsity_weight: float = 0.0,
                seed: int = 0, progress: bool = True, log_every: int = 100):
     """Minimise the description length of x_train (Sections 4-5); returns (model, history).
 
     estimator: "darn" (Appendix A) or "reinforce" (learned baseline). With x_valid, the validation
-    description length is measured every eval_every steps and the best parameters are returned.
+    description length is measured every eval_every steps and the best parameters are returned
+    (patience: stop after that many measurements without improvement).
+    sparsity_target, sparsity_weight: the fDARN penalty (Section 9; estimator "darn" only).
     """
     x_train = model.check_x(x_train, "x_train")
-    losses = {"darn": darn_loss, "reinforce": reinforce_loss}
+    if sparsity_weight and not (sparsity_target is not None and 0 < sparsity_target < 1 and estimator == "darn"):
+        raise ValueError("a sparsity penalty needs sparsity_target in (0, 1) and estimator 'darn', got "
+                         f"sparsity_target={sparsity_target!r}, estimator={estimator!r}")
+    losses = {"darn": partial(darn_loss, sparsity_target=sparsity_target, sparsity_weight=sparsity_weight),
+              "reinforce": reinforce_loss}
     if estimator not in losses:
         raise ValueError(f"estimator must be one of {sorted(losses)}, got {estimator!r}")
     target = model if estimator == "darn" else Reinforce(model, rngs=nnx.Rngs(seed))
@@ -474,8 +510,8 @@ def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learn
         valid_fn = lambda m: mean_description_length(unwrap(m), x_valid, jax.random.key(seed + 1))  # noqa: E731
     trained, history = fit_with_validation(target, losses[estimator], x_train, steps=steps, batch_size=batch_size,
                                            learning_rate=learning_rate, optimizer=optimizer, valid_fn=valid_fn,
-                                           eval_every=eval_every, seed=seed, progress=progress, log_every=log_every,
-                                           desc=f"DARN ({estimator})")
+                                           eval_every=eval_every, patience=patience, seed=seed, progress=progress,
+                                           log_every=log_every, desc=f"DARN ({estimator})")
     return unwrap(trained), history
 
 
@@ -587,6 +623,35 @@ def train_likelihood(model: nnx.Module, x_train, *, steps: int, x_valid=None, **
 
 
 # %% book/darn.md
+def sampling_cost(model: DARN, key, num: int = 1000) -> dict:
+    """Weights read by ancestral sampling (Section 9): {"dense": all of them, "sparse": the mean over
+    `num` samples when only the columns of active binary units are read, "active": mean active units}."""
+    x, hs = model.sample(key, num)
+    h = [np.asarray(x), *map(np.asarray, hs)]
+    L = len(hs)
+
+    def lateral(v):  # an autoregressive layer: active unit i feeds the n - 1 - i units after it
+        n = v.shape[1]
+        return n * (n - 1) / 2, float(np.mean(v @ (n - 1 - np.arange(n))))
+
+    dense, sparse = lateral(h[L])
+    for l in range(L - 1, -1, -1):
+        block = model.decoder[l]
+        inputs = np.concatenate(h[l + 1:], 1) if model.skip_connections else h[l + 1]
+        n_in, width = inputs.shape[1], (block.hidden.out_features if block.hidden is not None else None)
+        n_out = h[l].shape[1]
+        active = float(np.mean(inputs.sum(1)))
+        if width is None:  # binary inputs straight into the logits
+            dense, sparse = dense + n_in * n_out, sparse + active * n_out
+        else:  # binary inputs into the tanh layer, then a dense product
+            dense, sparse = dense + n_in * width + width * n_out, sparse + active * width + width * n_out
+        if block.out.autoregressive:
+            d, s_ = lateral(h[l])
+            dense, sparse = dense + d, sparse + s_
+    return {"dense": int(dense), "sparse": sparse, "active": float(np.mean(sum(v.sum(1) for v in h[1:])))}
+
+
+# %% book/darn.md
 UCI_TABLE1 = {  # test log-likelihood, nats (Table 1 of the paper): MoB, RBM, FVSBN, NADE, EoNADE, DARN
     "dna": {"MoB": -98.19, "RBM": -96.74, "FVSBN": -83.64, "NADE": -84.81, "EoNADE": -82.31, "DARN": -81.04},
     "mushrooms": {"MoB": -14.46, "RBM": -15.15, "FVSBN": -10.27, "NADE": -9.81, "EoNADE": -9.68, "DARN": -9.55},
@@ -597,10 +662,10 @@ UCI_TABLE1 = {  # test log-likelihood, nats (Table 1 of the paper): MoB, RBM, FV
 @_experiment(
     "darn-uci", chapter="darn",
     book={"datasets": ["dna"], "darn_hidden": [16], "darn_deterministic": [100], "components": [16, 32],
-          "nade_hidden": 100, "steps": 2000, "eval_every": 500, "learning_rate": 1e-3, "seed": 0},
+          "nade_hidden": 100, "epochs": 150, "eval_epochs": 25, "patience": 5, "learning_rate": 1e-3, "seed": 0},
     paper={"datasets": ["dna", "mushrooms", "nips"], "darn_hidden": [8, 12, 16], "darn_deterministic": [100, 300, 500],
-           "components": [8, 16, 32, 64, 128, 256, 512], "nade_hidden": 500, "steps": 30_000, "eval_every": 1000,
-           "learning_rate": 1e-3, "seed": 0},
+           "components": [8, 16, 32, 64, 128, 256, 512], "nade_hidden": 500, "epochs": 1000, "eval_epochs": 10,
+           "patience": 10, "learning_rate": 1e-3, "seed": 0},
 )
 def run_darn_uci(config: dict) -> list:
     """Table 1 on dna / mushrooms / nips: MoB (EM), FVSBN, NADE and DARN (AR visibles), exact test log p."""
@@ -612,8 +677,10 @@ def run_darn_uci(config: dict) -> list:
     for name in config["datasets"]:
         data = load_nade(name)
         D = data.train.shape[1]
-        train = dict(steps=config["steps"], eval_every=config["eval_every"], learning_rate=config["learning_rate"],
-                     seed=config["seed"], progress=False)
+        per_epoch = data.train.shape[0] // 100  # minibatches of 100
+        train = dict(steps=config["epochs"] * per_epoch, eval_every=config["eval_epochs"] * per_epoch,
+                     patience=config["patience"], learning_rate=config["learning_rate"], seed=config["seed"],
+                     progress=False)
 
         def row(model, kind, valid, test, began, **extra):
             return {"dataset": name, "model": kind, "valid_log_prob": float(valid), "test_log_prob": float(test),
@@ -653,10 +720,10 @@ def run_darn_uci(config: dict) -> list:
     "darn-mnist", chapter="darn",
     book={"n_hidden": [9], "n_deterministic": 100, "steps": 2000, "eval_every": 1000, "learning_rate": 1e-3,
           "optimizer": "adam", "bound_samples": 10, "is_samples": 100, "is_repeats": 2, "seed": 0,
-          "mixture_components": [16]},
+          "mixture_components": [16], "patience": 5},
     paper={"n_hidden": [9, 10, 16], "n_deterministic": 100, "steps": 300_000, "eval_every": 10_000,
            "learning_rate": 1e-3, "optimizer": "adam", "bound_samples": 10, "is_samples": 1000, "is_repeats": 10,
-           "seed": 0, "mixture_components": [512, 1024, 65536]},
+           "seed": 0, "mixture_components": [512, 1024, 65536], "patience": 10},
 )
 def run_darn_mnist(config: dict) -> list:
     """Binarised MNIST (Table 2): DARN with one stochastic layer, exact (n_h <= 16) or importance-sampled
@@ -681,7 +748,7 @@ def run_darn_mnist(config: dict) -> list:
         began = time.perf_counter()
         model, hist = train_darn(model, data.train, steps=config["steps"], learning_rate=config["learning_rate"],
                                  optimizer=config["optimizer"], x_valid=data.valid, eval_every=config["eval_every"],
-                                 seed=config["seed"], progress=False)
+                                 patience=config["patience"], seed=config["seed"], progress=False)
         row = {"model": "DARN", "n_hidden": nh, "n_deterministic": nd, "steps": config["steps"],
                "best_step": int(hist["best_step"]),
                "train_seconds": round(time.perf_counter() - began, 1),
@@ -710,6 +777,7 @@ __all__ = [
     'all_binary',
     'bernoulli_log_prob',
     'binary_sample',
+    'chunked_logsumexp',
     'darn_loss',
     'exact_log_prob',
     'expected_description_length',
@@ -724,6 +792,8 @@ __all__ = [
     'reinforce_surrogate',
     'run_darn_mnist',
     'run_darn_uci',
+    'sampling_cost',
+    'sparsity_penalty',
     'split_layers',
     'strictly_lower',
     'train_darn',

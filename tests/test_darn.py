@@ -265,3 +265,39 @@ def test_maximum_likelihood_baselines_learn():
                                            x_valid=x[400:], eval_every=200, progress=False)
         marginal = -np.sum(np.log(np.where(x[400:], x[:400].mean(0), 1 - x[:400].mean(0))), 1).mean()
         assert hist["valid"].min() < marginal - 0.4, (type(model).__name__, hist["valid"], marginal)
+
+
+def test_sampling_cost_counts_weights_by_hand():
+    model = D.DARN(7, [4, 3], 5, autoregressive_visible=True, rngs=nnx.Rngs(0))
+    # dense: prior 3*2/2; layer 1: 3*5 + 5*4 + 4*3/2; visible: 4*5 + 5*7 + 7*6/2
+    dense = 3 + (15 + 20 + 6) + (20 + 35 + 21)
+    assert D.sampling_cost(model, jax.random.key(0), num=10)["dense"] == dense
+    # every unit on: the sparse count reads every weight too
+    for block in (model.prior, model.decoder[0].out, model.decoder[1].out):
+        block.bias[...] = jnp.full(block.bias.shape, 50.0)
+    cost = D.sampling_cost(model, jax.random.key(0), num=10)
+    assert cost["sparse"] == dense and cost["active"] == 7
+    # no tanh layer, every unit off: only the dense visible lateral... which reads nothing either
+    off = D.DARN(6, 5, 0, rngs=nnx.Rngs(0))
+    for block in (off.prior, off.decoder[0].out):
+        block.bias[...] = jnp.full(block.bias.shape, -50.0)
+    assert D.sampling_cost(off, jax.random.key(0), num=10)["sparse"] == 0.0
+
+
+def test_sparsity_penalty_is_the_kl_to_the_target():
+    probs = jnp.asarray([[0.05, 0.2], [0.05, 0.4]])
+    rho = np.array([0.05, 0.3])
+    expected = np.sum(0.05 * np.log(0.05 / rho) + 0.95 * np.log(0.95 / (1 - rho)))
+    np.testing.assert_allclose(D.sparsity_penalty(probs, 0.05), expected, rtol=1e-6)
+    assert float(D.sparsity_penalty(jnp.full((3, 4), 0.05), 0.05)) < 1e-6
+    with pytest.raises(ValueError, match="sparsity_target"):
+        D.train_darn(D.DARN(6, 2, 3, rngs=nnx.Rngs(0)), np.zeros((10, 6)), steps=1, sparsity_weight=1.0)
+
+
+def test_patience_stops_after_that_many_evaluations_without_improvement():
+    x = (np.random.default_rng(3).random((200, 6)) < 0.5).astype(np.float32)
+    scores = iter([5.0, 4.0, 4.5, 4.2, 4.1, 3.0, 2.0])  # best at the 2nd, then three without improvement
+    _, hist = D.fit_with_validation(D.NADE(6, 3, rngs=nnx.Rngs(0)), D.likelihood_loss, jnp.asarray(x), steps=700,
+                                    batch_size=20, valid_fn=lambda m: next(scores), eval_every=100, patience=3,
+                                    progress=False)
+    assert list(hist["valid_step"]) == [100, 200, 300, 400, 500] and hist["best_step"] == 200
