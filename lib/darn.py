@@ -525,15 +525,23 @@ class MixtureOfBernoullis(nnx.Module):
 
     def component_log_probs(self, x):
         """log pi_k + log p(x | k): (..., K)."""
-        logits = self.logits[...]
-        return x @ logits.T - jnp.sum(jax.nn.softplus(logits), -1) + self.log_weights[...]
+        return _component_log_probs(self.log_weights[...], self.logits[...], x)
 
     def log_prob(self, x, *, batch: int = 1000):
         """Exact log p(x) (N,), in batches of rows."""
         x = check_array(x, "x", binary=True, shape=(None, self.logits.shape[1]))
-        lp = jax.jit(lambda xb: jax.scipy.special.logsumexp(self.component_log_probs(xb), -1))
         x = jnp.asarray(x, self.logits[...].dtype)
-        return jnp.concatenate([lp(x[i:i + batch]) for i in range(0, x.shape[0], batch)])
+        return jnp.concatenate([_mixture_log_prob(self.log_weights[...], self.logits[...], x[i:i + batch])
+                                for i in range(0, x.shape[0], batch)])
+
+
+def _component_log_probs(log_weights, logits, x):
+    return x @ logits.T - jnp.sum(jax.nn.softplus(logits), -1) + log_weights
+
+
+@jax.jit
+def _mixture_log_prob(log_weights, logits, x):
+    return jax.scipy.special.logsumexp(_component_log_probs(log_weights, logits, x), -1)
 
 
 def fit_mixture_of_bernoullis(x_train, num_components: int, *, x_valid=None, max_iterations: int = 200,
@@ -557,7 +565,7 @@ def fit_mixture_of_bernoullis(x_train, num_components: int, *, x_valid=None, max
 
     @jax.jit
     def statistics(log_weights, logits, xb):
-        comp = xb @ logits.T - jnp.sum(jax.nn.softplus(logits), -1) + log_weights
+        comp = _component_log_probs(log_weights, logits, xb)
         lse = jax.scipy.special.logsumexp(comp, -1, keepdims=True)
         r = jnp.exp(comp - lse)
         return jnp.sum(lse), jnp.sum(r, 0), r.T @ xb
