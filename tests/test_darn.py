@@ -88,10 +88,7 @@ def test_ancestral_samples_follow_the_exact_distribution(name):
 def test_description_length_is_minus_log_p_plus_kl(name):
     model = make(seed=4, **ARCHITECTURES[name])
     x = D.all_binary(model.sizes[0], dtype=jnp.float64)[::3]
-    bits = sum(model.sizes[1:])
-    H = D.all_binary(bits, dtype=jnp.float64)
-    xs = jnp.broadcast_to(x[:, None], (len(x), len(H), x.shape[1]))
-    hs = D.split_layers(jnp.broadcast_to(H, (len(x), *H.shape)), model.sizes[1:])
+    xs, hs = D.enumerate_codes(model, x)
     log_px = D.exact_log_prob(model, x)
     logq = model.encoder_log_prob(xs, hs)
     np.testing.assert_allclose(jnp.exp(jax.scipy.special.logsumexp(logq, -1)), 1.0, rtol=1e-12)
@@ -110,9 +107,7 @@ def test_importance_sampling_converges_to_the_exact_likelihood():
     S = 100_000
     est = D.importance_log_prob(model, x, jax.random.key(0), num_samples=S, chunk=10_000)
     # delta method: sd(log p_hat) = sqrt(E_q[w^2] / p^2 - 1) / sqrt(S), with E_q[w^2] = sum_h p(x, h)^2 / q(h | x)
-    H = D.all_binary(5, dtype=jnp.float64)
-    xs = jnp.broadcast_to(x[:, None], (len(x), len(H), 5))
-    hs = D.split_layers(jnp.broadcast_to(H, (len(x), *H.shape)), model.sizes[1:])
+    xs, hs = D.enumerate_codes(model, x)
     log_w2 = jax.scipy.special.logsumexp(2 * model.log_joint(xs, hs) - model.encoder_log_prob(xs, hs), -1)
     sd = np.sqrt(np.expm1(np.asarray(log_w2 - 2 * exact)) / S)
     assert np.all(np.abs(np.asarray(est - exact)) < 4 * sd)
