@@ -7,6 +7,8 @@ imported on first use, so `import lib` stays light:
     toolkit   training loop, NaN/Inf stop, seeding, checkpoints, presets,
               paper-scale experiments (`python -m lib`)                  (Appendix B)
     darn      deep autoregressive networks: binary stochastic layers, Appendix A's gradient
+    partition RBMs trained by SML with parallel tempering; log Z tracked by IS, bridge
+              sampling and a Kalman filter; exact log Z; AIS
     dgp       deep Gaussian processes, doubly stochastic variational inference
 """
 
@@ -14,7 +16,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-MODULES = ("data", "toolkit", "darn", "dgp")
+MODULES = ("data", "toolkit", "darn", "partition", "dgp")
 __all__ = ["__version__", *MODULES]
 
 

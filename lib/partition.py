@@ -1,0 +1,583 @@
+# GENERATED FILE: do not edit. Source: book/partition.md. Edit the chapter, then run `make export`.
+# (tools/export.py copies the chapter's exported cells here, in order.)
+
+
+# %% book/partition.md
+from __future__ import annotations
+
+import math
+import time
+from functools import partial
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from lib.toolkit import check_array
+from lib.toolkit import experiment as _experiment
+
+
+# %% book/partition.md
+def softplus(x):
+    """log(1 + e^x), stable; several times faster than jax.nn.softplus on CPU (no NaN handling)."""
+    return jnp.maximum(x, 0) + jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+
+def check_binary(x, name: str, n_visible: int | None = None, dtype=jnp.float32):
+    """Validate a matrix of 0/1 rows (any numeric dtype) and return it as a jax array of `dtype`."""
+    shape = (None, n_visible) if n_visible else (None, None)
+    return jnp.asarray(check_array(x, name, shape=shape, binary=True), dtype)
+
+
+def check_betas(betas) -> jax.Array:
+    """Validate inverse temperatures: strictly decreasing from beta_1 = 1 to beta_M = 0, M >= 2."""
+    b = np.asarray(betas, dtype=np.float64)
+    if b.ndim != 1 or b.size < 2:
+        raise ValueError(f"betas must be a vector of at least two inverse temperatures, got shape {b.shape}")
+    if not np.isfinite(b).all():
+        raise ValueError(f"betas must be finite, got {b}")
+    if b[0] != 1.0 or b[-1] != 0.0:
+        raise ValueError(f"betas must run from 1 (the model) to 0 (the tractable base), got {b[0]} ... {b[-1]}")
+    if not (np.diff(b) < 0).all():
+        raise ValueError(f"betas must be strictly decreasing, got {b}")
+    return jnp.asarray(b, jnp.float32)
+
+
+def linear_betas(n_temps: int) -> jax.Array:
+    """n_temps inverse temperatures spaced linearly from 1 down to 0 (the paper's Table 1 runs)."""
+    return check_betas(np.linspace(1.0, 0.0, n_temps))
+
+
+def log_odds_of_mean(x, eps: float = 1e-3) -> jax.Array:
+    """logit of the column means of x, clipped to [eps, 1 - eps]: the visible-bias start of footnote 4."""
+    m = jnp.clip(jnp.mean(jnp.asarray(x, jnp.float32), 0), eps, 1 - eps)
+    return jnp.log(m / (1 - m))
+
+
+class RBM(nnx.Module):
+    """Binary RBM with E(v, h) = -v'W h - c'h - b'v, W of shape (n_visible, n_hidden).
+
+    Every method takes an inverse temperature beta (default 1) that scales W and c but not b
+    (eq. pt-tempered); beta broadcasts against the batch dimensions, so one call evaluates M
+    temperatures on an (M, N, n_visible) stack of particles.
+    """
+
+    def __init__(self, n_visible: int, n_hidden: int, *, rngs: nnx.Rngs, init_scale: float = 0.01,
+                 visible_bias=None):
+        if n_visible < 1 or n_hidden < 1:
+            raise ValueError(f"an RBM needs n_visible, n_hidden >= 1, got {n_visible}, {n_hidden}")
+        self.W = nnx.Param(init_scale * jax.random.normal(rngs.params(), (n_visible, n_hidden)))
+        b = jnp.zeros(n_visible) if visible_bias is None else jnp.asarray(visible_bias, jnp.float32)
+        if b.shape != (n_visible,):
+            raise ValueError(f"visible_bias must have shape ({n_visible},), got {b.shape}")
+        self.b = nnx.Param(b)
+        self.c = nnx.Param(jnp.zeros(n_hidden))
+
+    @property
+    def n_visible(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def n_hidden(self) -> int:
+        return self.W.shape[1]
+
+    def hidden_input(self, v):
+        """a(v) = v W + c; it does not depend on beta."""
+        return v @ self.W[...] + self.c[...]
+
+    def energy(self, v, h, beta=1.0):
+        beta = jnp.asarray(beta)
+        return -beta * (jnp.sum(h * (v @ self.W[...]), -1) + h @ self.c[...]) - v @ self.b[...]
+
+    def tempered_term(self, a, beta=1.0):
+        """sum_j softplus(beta a_j): the beta-dependent part of -F_beta, from a = a(v)."""
+        return jnp.sum(softplus(jnp.asarray(beta)[..., None] * a), -1)
+
+    def free_energy(self, v, beta=1.0):
+        """F_beta(v) = -b'v - sum_j softplus(beta a_j(v))  (eq. pt-tempered)."""
+        return -(v @ self.b[...]) - self.tempered_term(self.hidden_input(v), beta)
+
+    def log_z_base(self):
+        """zeta_M = log Z at beta = 0 = sum_i softplus(b_i) + n_hidden log 2  (eq. pt-base)."""
+        return jnp.sum(softplus(self.b[...])) + self.n_hidden * math.log(2.0)
+
+    def sample_hidden(self, a, key, beta=1.0):
+        """h ~ p_beta(h | v) = Bernoulli(sigmoid(beta a)), given a = a(v)."""
+        beta = jnp.asarray(beta)[..., None]
+        return jax.random.bernoulli(key, jax.nn.sigmoid(beta * a)).astype(a.dtype)
+
+    def sample_visible(self, h, key, beta=1.0):
+        """v ~ p_beta(v | h) = Bernoulli(sigmoid(b + beta W h))."""
+        beta = jnp.asarray(beta)[..., None]
+        return jax.random.bernoulli(key, jax.nn.sigmoid(self.b[...] + beta * (h @ self.W[...].T))).astype(h.dtype)
+
+    def gibbs(self, v, key, beta=1.0, steps: int = 1):
+        """`steps` sweeps v -> h -> v at inverse temperature beta; returns (v, a(v))."""
+        def sweep(carry, k):
+            v, a = carry
+            kh, kv = jax.random.split(k)
+            v = self.sample_visible(self.sample_hidden(a, kh, beta), kv, beta)
+            return (v, self.hidden_input(v)), None
+
+        (v, a), _ = jax.lax.scan(sweep, (v, self.hidden_input(v)), jax.random.split(key, steps))
+        return v, a
+
+    def log_prob(self, v, log_z):
+        """log p(v) = -F(v) - log Z, given log Z."""
+        return -self.free_energy(v) - log_z
+
+
+# %% book/partition.md
+def binary_codes(n_bits: int, start=0, count: int | None = None) -> jax.Array:
+    """Rows start .. start+count-1 of the 2^n_bits binary codes; bit j of row r is (r >> j) & 1."""
+    count = 2 ** n_bits if count is None else count
+    r = start + jnp.arange(count)
+    return ((r[:, None] >> jnp.arange(n_bits)) & 1).astype(jnp.float32)
+
+
+@partial(jax.jit, static_argnames=("low_bits",))
+def _chunk_log_sums(K, lin, other_bias, low_bits: int):
+    """For each setting of the high bits: log sum over the low bits of lin.x + sum softplus(other_bias + x K)."""
+    n = K.shape[0]
+    lo = binary_codes(low_bits)
+    table = lo @ K[:low_bits]                      # (2^L, n_other), once
+    lin_lo = lo @ lin[:low_bits]
+    high = binary_codes(n - low_bits)              # (2^(n-L), n-L)
+
+    def chunk(hbits):
+        base = hbits @ K[low_bits:] + other_bias   # (n_other,)
+        return jax.nn.logsumexp(lin_lo + hbits @ lin[low_bits:] + jnp.sum(softplus(table + base), -1))
+
+    return jax.lax.map(chunk, high)
+
+
+def exact_log_z(rbm: RBM, beta: float = 1.0, *, low_bits: int = 14, max_bits: int = 30) -> float:
+    """log Z_beta, exactly (eq. pt-exact), enumerating the smaller layer in chunks of 2^low_bits codes."""
+    W, b, c = rbm.W[...], rbm.b[...], rbm.c[...]
+    beta = float(beta)
+    if rbm.n_hidden <= rbm.n_visible:
+        K, lin, other = beta * W.T, beta * c, b
+    else:
+        K, lin, other = beta * W, b, beta * c
+    n = K.shape[0]
+    if n > max_bits:
+        raise ValueError(f"exact_log_z would enumerate 2^{n} states (the smaller layer has {n} units, the limit "
+                         f"is max_bits={max_bits}); use ais_log_z for a model this size")
+    chunks = np.asarray(_chunk_log_sums(K, lin, other, min(low_bits, n)), np.float64)
+    m = chunks.max()
+    return float(m + np.log(np.sum(np.exp(chunks - m))))
+
+
+# %% book/partition.md
+def swap_pass(rbm: RBM, v, a, betas, key, parity: int):
+    """Propose swaps (i, i+1) for all i with i % 2 == parity, independently for each of the N chains.
+
+    v: (M, N, n_visible) particles, a = a(v). Returns (v, a, acceptance probability of each pair
+    and chain, shape (M-1, N), zero for pairs not proposed in this pass).
+    """
+    g_self = rbm.tempered_term(a, betas[:, None])
+    g_up = rbm.tempered_term(a[:-1], betas[1:, None])      # G_{i+1}(x_i)
+    g_down = rbm.tempered_term(a[1:], betas[:-1, None])    # G_i(x_{i+1})
+    log_r = g_up + g_down - g_self[:-1] - g_self[1:]
+    proposed = (jnp.arange(log_r.shape[0]) % 2 == parity)[:, None]
+    accept = proposed & (jnp.log(jax.random.uniform(key, log_r.shape)) < log_r)
+    from_next = jnp.pad(accept, ((0, 1), (0, 0)))[..., None]
+    from_prev = jnp.pad(accept, ((1, 0), (0, 0)))[..., None]
+
+    def move(x):
+        return jnp.where(from_next, jnp.roll(x, -1, 0), jnp.where(from_prev, jnp.roll(x, 1, 0), x))
+
+    return move(v), move(a), jnp.where(proposed, jnp.minimum(1.0, jnp.exp(log_r)), 0.0)
+
+
+def pt_sweep(rbm: RBM, v, a, betas, key, gibbs_steps: int = 1):
+    """Gibbs at every temperature, then the even and the odd swap pass. Returns (v, a, swap rate per pair)."""
+    kg, k0, k1 = jax.random.split(key, 3)
+
+    def sweep(carry, k):
+        v, a = carry
+        kh, kv = jax.random.split(k)
+        v = rbm.sample_visible(rbm.sample_hidden(a, kh, betas[:, None]), kv, betas[:, None])
+        return (v, rbm.hidden_input(v)), None
+
+    (v, a), _ = jax.lax.scan(sweep, (v, a), jax.random.split(kg, gibbs_steps))
+    v, a, r0 = swap_pass(rbm, v, a, betas, k0, 0)
+    v, a, r1 = swap_pass(rbm, v, a, betas, k1, 1)
+    return v, a, jnp.mean(r0 + r1, -1)
+
+
+# %% book/partition.md
+def log_mean_exp(log_w, axis: int = -1):
+    """(log of the mean of exp(log_w), its delta-method variance Var(w) / (N mean(w)^2)) along `axis`."""
+    m = jax.lax.stop_gradient(jnp.max(log_w, axis, keepdims=True))
+    w = jnp.exp(log_w - m)
+    mean = jnp.mean(w, axis)
+    var = jnp.var(w, axis) / (log_w.shape[axis] * mean ** 2)
+    return jnp.squeeze(m, axis) + jnp.log(mean), var
+
+
+# %% book/partition.md
+def bridge_log_ratio(d_lower, d_upper, log_s):
+    """Bridge-sampling estimate of log Z_{i+1} / Z_i (eq. pt-bridge) with Bennett's bridge.
+
+    d_lower = log q~_{i+1}(x) - log q~_i(x) at N samples x ~ q_i; d_upper, the same at N samples
+    x ~ q_{i+1}; log_s ~ log Z_{i+1} / Z_i, the current estimate. Returns (estimate, variance).
+    """
+    log_u = d_lower - jnp.logaddexp(log_s, d_lower)
+    log_v = -jnp.logaddexp(log_s, d_upper)
+    lu, var_u = log_mean_exp(log_u)
+    lv, var_v = log_mean_exp(log_v)
+    return lu - lv, var_u + var_v
+
+
+# %% book/partition.md
+class Tracker(NamedTuple):
+    """Gaussian posterior over x_t = (zeta_1, ..., zeta_{M-1}, b_t); mean[0] is the tracked log Z."""
+    mean: jax.Array
+    cov: jax.Array
+
+
+def tracker_init(n_temps: int, log_z0, *, var: float = 1.0, bias_var: float = 1e-2) -> Tracker:
+    """p(x_0): every zeta_i at log_z0 (exact when W = c = 0, close for a small random W), bias 0."""
+    mean = jnp.concatenate([jnp.full(n_temps - 1, log_z0, jnp.float32), jnp.zeros(1)])
+    return Tracker(mean, jnp.diag(jnp.concatenate([jnp.full(n_temps - 1, var), jnp.full(1, bias_var)])))
+
+
+def observation_matrices(n_temps: int):
+    """(C_cur, C_prev, H) of eq. pt-ssm for M = n_temps, each (M-1, M), as numpy arrays."""
+    k = n_temps - 1
+    c_cur = np.zeros((k, k + 1), np.float32)
+    c_cur[:, :k] = np.eye(k)
+    c_cur[0, k] = 1.0                       # b_t enters the beta = 1 weights only
+    c_prev = np.zeros((k, k + 1), np.float32)
+    c_prev[:, :k] = -np.eye(k)
+    h = np.zeros((k, k + 1), np.float32)
+    h[np.arange(k), np.arange(k)] = -1.0
+    h[np.arange(k - 1), np.arange(1, k)] = 1.0
+    return c_cur, c_prev, h
+
+
+def _spd_inverse(a):
+    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a, lower=True), jnp.eye(a.shape[0], dtype=a.dtype))
+
+
+def kalman_update(tracker: Tracker, o_dt, var_dt, o_db, var_db, log_z_base, process_var) -> Tracker:
+    """One step of Figure 2 in precision form (eqs. pt-joint, pt-marginal, then the bridge term).
+
+    o_dt, var_dt: importance-sampling observations and variances for temperatures 1..M-1;
+    o_db, var_db: bridge observations of zeta_{i+1} - zeta_i, i = 1..M-1; log_z_base: zeta_M;
+    process_var: the diagonal of Q (length M), +inf for no smoothness prior.
+    """
+    c_cur, c_prev, h = (jnp.asarray(m) for m in observation_matrices(o_dt.shape[0] + 1))
+    q = jnp.diag(1.0 / process_var)                       # zero precision where the variance is inf
+    prior_prec = _spd_inverse(tracker.cov)
+    r = 1.0 / var_dt
+    j11 = prior_prec + q + (c_prev.T * r) @ c_prev
+    j12 = -q + (c_prev.T * r) @ c_cur
+    j22 = q + (c_cur.T * r) @ c_cur
+    h1 = prior_prec @ tracker.mean + (c_prev.T * r) @ o_dt
+    h2 = (c_cur.T * r) @ o_dt
+    chol = jax.scipy.linalg.cho_factor(j11, lower=True)
+    prec = j22 - j12.T @ jax.scipy.linalg.cho_solve(chol, j12)
+    info = h2 - j12.T @ jax.scipy.linalg.cho_solve(chol, h1)
+    s = 1.0 / var_db
+    prec = prec + (h.T * s) @ h
+    info = info + (h.T * s) @ o_db.at[-1].add(-log_z_base)
+    cov = _spd_inverse(0.5 * (prec + prec.T))
+    return Tracker(cov @ info, cov)
+
+
+# %% book/partition.md
+def ais_betas(counts: Sequence[int] = (1000, 10000, 10000), edges: Sequence[float] = (0.0, 0.5, 0.9, 1.0)):
+    """Piecewise-linear annealing schedule: counts[k] steps over [edges[k], edges[k+1]] (footnote 5)."""
+    if len(edges) != len(counts) + 1:
+        raise ValueError(f"need len(edges) == len(counts) + 1, got {len(edges)} and {len(counts)}")
+    parts = [np.linspace(lo, hi, n, endpoint=False) for lo, hi, n in zip(edges[:-1], edges[1:], counts)]
+    return jnp.asarray(np.concatenate(parts + [np.array([edges[-1]])]), jnp.float32)
+
+
+class AISResult(NamedTuple):
+    log_z: float
+    lower: float            # log(mean w - 3 sd) + log Z_A; -inf when the interval reaches zero
+    upper: float            # log(mean w + 3 sd) + log Z_A
+    log_weights: np.ndarray
+
+
+@partial(jax.jit, static_argnames=("graphdef", "n_runs"))
+def _ais_log_weights(graphdef, params, base_bias, betas, key, n_runs):
+    rbm = nnx.merge(graphdef, params)
+    b, b0 = rbm.b[...], base_bias
+
+    def body(carry, inp):
+        v, log_w = carry
+        beta_prev, beta, k = inp
+        a = rbm.hidden_input(v)
+        log_w = log_w + (beta - beta_prev) * (v @ (b - b0)) + rbm.tempered_term(a, beta) - rbm.tempered_term(a, beta_prev)
+        kh, kv = jax.random.split(k)
+        h = rbm.sample_hidden(a, kh, beta)
+        v = jax.random.bernoulli(kv, jax.nn.sigmoid((1 - beta) * b0 + beta * (b + h @ rbm.W[...].T)))
+        return (v.astype(jnp.float32), log_w), None
+
+    k0, k1 = jax.random.split(key)
+    v0 = jax.random.bernoulli(k0, jax.nn.sigmoid(b0), (n_runs, b0.shape[0])).astype(jnp.float32)
+    (_, log_w), _ = jax.lax.scan(body, (v0, jnp.zeros(n_runs)), (betas[:-1], betas[1:],
+                                                                 jax.random.split(k1, betas.shape[0] - 1)))
+    return log_w
+
+
+def ais_log_z(rbm: RBM, key, *, base_bias=None, betas=None, n_runs: int = 100) -> AISResult:
+    """log Z by AIS from the base-rate model exp(base_bias'v) (eq. pt-ais); base_bias defaults to b."""
+    base_bias = rbm.b[...] if base_bias is None else jnp.asarray(base_bias, jnp.float32)
+    if base_bias.shape != (rbm.n_visible,):
+        raise ValueError(f"base_bias must have shape ({rbm.n_visible},), got {base_bias.shape}")
+    betas = ais_betas() if betas is None else jnp.asarray(betas, jnp.float32)
+    if n_runs < 2:
+        raise ValueError(f"n_runs must be >= 2 for an interval, got {n_runs}")
+    graphdef, params = nnx.split(rbm)
+    log_w = np.asarray(_ais_log_weights(graphdef, params, base_bias, betas, key, n_runs), np.float64)
+    log_za = float(jnp.sum(softplus(base_bias))) + rbm.n_hidden * math.log(2.0)
+    m = log_w.max()
+    w = np.exp(log_w - m)
+    mean, sd = w.mean(), w.std(ddof=1) / math.sqrt(n_runs)
+    lower = log_za + m + math.log(mean - 3 * sd) if mean > 3 * sd else -math.inf
+    return AISResult(log_za + m + math.log(mean), lower, log_za + m + math.log(mean + 3 * sd), log_w)
+
+
+# %% book/partition.md
+class SMLState(NamedTuple):
+    params: nnx.State      # theta_t
+    v: jax.Array           # particles X_t, (M, N, n_visible)
+    log_q: jax.Array       # log q~_{i,t}(x_{i,t}) = -F_{i,t}(x_{i,t}), (M, N)
+    tracker: Tracker
+
+
+def learning_rate(step, lr0: float, alpha: float | None):
+    """eps_t = min(alpha eps_0 / (t + 1), eps_0) (Sec. 4); alpha = None holds eps_0 constant."""
+    if alpha is None:
+        return jnp.asarray(lr0, jnp.float32)
+    return jnp.minimum(alpha * lr0 / (step + 1.0), lr0)
+
+
+def _sml_loss(params, graphdef, v_data, v_model):
+    rbm = nnx.merge(graphdef, params)
+    return jnp.mean(rbm.free_energy(v_data)) - jnp.mean(rbm.free_energy(v_model))
+
+
+def sml_pt_step(graphdef, state: SMLState, step, key, x_train, betas, *, lr0, alpha, batch_size, gibbs_steps,
+                track: bool, bias_var_scale: float, min_var: float = 1e-6):
+    """One SML-PT update and, with `track`, one tracker update. Returns (state, per-step record)."""
+    kb, ks = jax.random.split(key)
+    batch = x_train[jax.random.randint(kb, (batch_size,), 0, x_train.shape[0])].astype(jnp.float32)
+    lr = learning_rate(step, lr0, alpha)
+    grads = jax.grad(_sml_loss)(state.params, graphdef, batch, state.v[0])
+    params = jax.tree.map(lambda p, g: p - lr * g, state.params, grads)
+    rbm = nnx.merge(graphdef, params)
+    a_old = rbm.hidden_input(state.v)                    # X_{t-1} under theta_t
+    v, a, swap_rate = pt_sweep(rbm, state.v, a_old, betas, ks, gibbs_steps)
+    record = {"swap_rate": swap_rate}
+    if not track:
+        return SMLState(params, v, state.log_q, state.tracker), record
+    log_w = state.v @ rbm.b[...] + rbm.tempered_term(a_old, betas[:, None]) - state.log_q
+    o_dt, var_dt = log_mean_exp(log_w[:-1])
+    g_self = rbm.tempered_term(a, betas[:, None])
+    d_lower = rbm.tempered_term(a[:-1], betas[1:, None]) - g_self[:-1]
+    d_upper = g_self[1:] - rbm.tempered_term(a[1:], betas[:-1, None])
+    zeta_m = rbm.log_z_base()
+    zeta = jnp.concatenate([state.tracker.mean[:-1], zeta_m[None]])
+    o_db, var_db = bridge_log_ratio(d_lower, d_upper, (zeta[1:] - zeta[:-1])[:, None])
+    process_var = jnp.concatenate([jnp.full(o_dt.shape, jnp.inf), (bias_var_scale * lr)[None]])
+    tracker = kalman_update(state.tracker, o_dt, jnp.maximum(var_dt, min_var), o_db, jnp.maximum(var_db, min_var),
+                            zeta_m, process_var)
+    record.update(log_z=tracker.mean[0], log_z_var=tracker.cov[0, 0], bias=tracker.mean[-1], is_obs=o_dt,
+                  bridge_log_z=zeta_m - jnp.sum(o_db))
+    return SMLState(params, v, v @ rbm.b[...] + g_self, tracker), record
+
+
+@partial(jax.jit, static_argnames=("graphdef", "n", "lr0", "alpha", "batch_size", "gibbs_steps", "track",
+                                   "bias_var_scale"))
+def _sml_pt_chunk(graphdef, state, start, key, x_train, betas, n, lr0, alpha, batch_size, gibbs_steps, track,
+                  bias_var_scale):
+    def body(state, t):
+        return sml_pt_step(graphdef, state, t, jax.random.fold_in(key, t), x_train, betas, lr0=lr0, alpha=alpha,
+                           batch_size=batch_size, gibbs_steps=gibbs_steps, track=track,
+                           bias_var_scale=bias_var_scale)
+
+    return jax.lax.scan(body, state, start + jnp.arange(n))
+
+
+class SMLResult(NamedTuple):
+    model: RBM             # the final model, or the best one under early stopping
+    state: SMLState        # the final state (pass it back as `state=` to continue)
+    history: dict          # per step: swap_rate; with tracking also log_z, log_z_var, bias, is_obs, bridge_log_z
+    evals: list            # per evaluation: step, seconds of training so far, tracked log Z, ...
+    best_step: int
+
+
+def init_sml_state(rbm: RBM, betas, n_chains: int, key, *, init_var: float = 1.0) -> SMLState:
+    """Particles from the beta = 0 model (independent Bernoulli(sigmoid(b))) at every temperature."""
+    betas = jnp.asarray(betas, jnp.float32)
+    v = jax.random.bernoulli(key, jax.nn.sigmoid(rbm.b[...]),
+                             (betas.shape[0], n_chains, rbm.n_visible)).astype(jnp.float32)
+    return SMLState(nnx.state(rbm, nnx.Param), v, -rbm.free_energy(v, betas[:, None]),
+                    tracker_init(betas.shape[0], rbm.log_z_base(), var=init_var))
+
+
+def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha: float | None = None,
+                 betas=None, n_chains: int = 20, batch_size: int = 20, gibbs_steps: int = 1, track: bool = True,
+                 eval_every: int = 1000, evaluate=None, x_valid=None, patience: int | None = None,
+                 bias_var_scale: float = 1e-3, state: SMLState | None = None, start: int = 0) -> SMLResult:
+    """Train `rbm` by SML with parallel tempering (M = len(betas) temperatures, n_chains each) and track log Z.
+
+    Every `eval_every` updates: the tracked log Z and its sd are recorded; given x_valid, so is the
+    tracked validation log-likelihood -mean F(x_valid) - zeta_1; evaluate(model, state, step) -> dict
+    adds its own entries (exact log Z, AIS, ...). With `patience`, training stops after that many
+    evaluations without a better validation likelihood and returns the best model (early stopping).
+    """
+    x_train = check_binary(x_train, "x_train", rbm.n_visible, jnp.uint8)
+    if x_valid is not None:
+        x_valid = check_binary(x_valid, "x_valid", rbm.n_visible)
+    betas = linear_betas(10) if betas is None else check_betas(betas)
+    if min(steps, eval_every, batch_size, gibbs_steps) < 1 or n_chains < 2:
+        raise ValueError(f"steps, eval_every, batch_size and gibbs_steps must be >= 1 and n_chains >= 2 (the "
+                         f"weights' variance needs two chains), got {steps}, {eval_every}, {batch_size}, "
+                         f"{gibbs_steps}, {n_chains}")
+    if patience is not None and (x_valid is None or not track):
+        raise ValueError("early stopping (patience) needs x_valid and track=True")
+    graphdef, _, rest = nnx.split(rbm, nnx.Param, ...)
+    if state is None:
+        state = init_sml_state(rbm, betas, n_chains, jax.random.fold_in(key, 2 ** 31 - 1))
+    history, evals = [], []
+    best_ll, best_step, best_params, since_best = -np.inf, start, state.params, 0
+    seconds, t = 0.0, start
+    while t < start + steps:
+        n = min(eval_every, start + steps - t)
+        began = time.perf_counter()
+        state, record = _sml_pt_chunk(graphdef, state, t, key, x_train, betas, n, lr, alpha, batch_size,
+                                      gibbs_steps, track, bias_var_scale)
+        jax.block_until_ready(state)
+        seconds += time.perf_counter() - began
+        t += n
+        history.append(jax.tree.map(np.asarray, record))
+        if not (np.isfinite(np.asarray(state.v)).all() and np.isfinite(np.asarray(state.tracker.mean)).all()):
+            raise FloatingPointError(f"SML-PT diverged by step {t}: non-finite particles or tracker "
+                                     f"(lr {lr}, alpha {alpha}); lower the learning rate")
+        model = nnx.merge(graphdef, state.params, rest)
+        row = {"step": t, "seconds": seconds}
+        if track:
+            row.update(log_z=float(state.tracker.mean[0]), log_z_sd=float(np.sqrt(state.tracker.cov[0, 0])))
+        if x_valid is not None and track:
+            row["valid_ll"] = float(-jnp.mean(model.free_energy(x_valid))) - row["log_z"]
+        if evaluate is not None:
+            row.update(evaluate(model, state, t))
+        evals.append(row)
+        if patience is not None:
+            if row["valid_ll"] > best_ll:
+                best_ll, best_step, best_params, since_best = row["valid_ll"], t, state.params, 0
+            else:
+                since_best += 1
+                if since_best >= patience:
+                    break
+    history = {k: np.concatenate([h[k] for h in history]) for k in history[0]}
+    if patience is not None:
+        return SMLResult(nnx.merge(graphdef, best_params, rest), state, history, evals, best_step)
+    return SMLResult(nnx.merge(graphdef, state.params, rest), state, history, evals, t)
+
+
+def time_sml_pt(rbm: RBM, x_train, key, *, steps: int = 1000, repeats: int = 2, **kwargs) -> dict:
+    """Seconds per update of SML-PT alone and with the tracker: the best of `repeats` alternating runs
+    of `steps` updates each, after one compiling run of each."""
+    seconds = {False: [], True: []}
+    for r in range(repeats + 1):
+        for track in (False, True):
+            res = train_sml_pt(rbm, x_train, key, steps=steps, eval_every=steps, track=track, **kwargs)
+            if r:
+                seconds[track].append(res.evals[-1]["seconds"] / steps)
+    train, both = min(seconds[False]), min(seconds[True])
+    return {"train": train, "train_and_track": both, "overhead": both / train - 1}
+
+
+# %% book/partition.md
+@_experiment(
+    "partition-mnist", chapter="partition",
+    book={"n_hidden": 25, "steps": 20000, "schedules": [[0.01, 1e3], [0.01, 1e5]], "eval_every": 5000,
+          "ais_every": 20000, "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
+          "batch_size": 20, "trace_every": 50, "timing_steps": 2000, "timing_repeats": 1, "seed": 0},
+    paper={"n_hidden": 25, "steps": 300000,
+           "schedules": [[0.001, 1e3], [0.001, 1e4], [0.001, 1e5], [0.01, 1e3], [0.01, 1e4], [0.01, 1e5]],
+           "eval_every": 10000, "ais_every": 50000, "ais_counts": [1000, 10000, 10000], "ais_runs": 100,
+           "n_temps": 10, "n_chains": 20, "batch_size": 20, "trace_every": 500, "timing_steps": 2000,
+           "timing_repeats": 3, "seed": 0},
+)
+def run_partition_mnist(config: dict) -> list:
+    """Figure 3: SML-PT on binarised MNIST with the tracked, the exact and the AIS log Z along training."""
+    from lib.data import load_binarized_mnist
+
+    data = load_binarized_mnist()
+    test = jnp.asarray(data.test, jnp.float32)
+    base_rate = log_odds_of_mean(data.train)
+    betas = linear_betas(config["n_temps"])
+    common = dict(betas=betas, n_chains=config["n_chains"], batch_size=config["batch_size"])
+    rows = []
+    for lr0, alpha in config["schedules"]:
+        def evaluate(model, state, t):
+            began = time.perf_counter()
+            exact = exact_log_z(model)
+            f_test = float(jnp.mean(model.free_energy(test)))
+            out = {"exact_log_z": exact, "exact_seconds": time.perf_counter() - began,
+                   "test_ll_exact": -f_test - exact, "test_ll_tracked": -f_test - float(state.tracker.mean[0])}
+            if t % config["ais_every"] == 0:
+                ais = ais_log_z(model, jax.random.key(t), base_bias=base_rate, betas=ais_betas(config["ais_counts"]),
+                                n_runs=config["ais_runs"])
+                out.update(ais_log_z=ais.log_z, ais_lower=ais.lower, ais_upper=ais.upper)
+            return out
+
+        rbm = RBM(784, config["n_hidden"], rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
+        res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["steps"], lr=lr0,
+                           alpha=alpha, eval_every=config["eval_every"], evaluate=evaluate, **common)
+        rows += [{"kind": "eval", "lr0": lr0, "alpha": alpha, **r} for r in res.evals]
+        k, h = config["trace_every"], res.history
+        n = (len(h["log_z"]) // k) * k
+        window = lambda x: x[:n].reshape(n // k, k, *x.shape[1:]).mean(1)  # noqa: E731
+        rows.append({"kind": "trace", "lr0": lr0, "alpha": alpha, "step": list(range(k, n + 1, k)),
+                     "log_z": h["log_z"][k - 1:n:k].tolist(), "log_z_sd": np.sqrt(h["log_z_var"][k - 1:n:k]).tolist(),
+                     "bias": h["bias"][k - 1:n:k].tolist(), "is_obs_1": window(h["is_obs"][:, 0]).tolist(),
+                     "bridge_log_z": window(h["bridge_log_z"]).tolist(),
+                     "swap_rate": window(h["swap_rate"]).mean(0).tolist()})
+    timing = time_sml_pt(RBM(784, config["n_hidden"], rngs=nnx.Rngs(0), visible_bias=base_rate), data.train,
+                         jax.random.key(1), steps=config["timing_steps"], repeats=config["timing_repeats"],
+                         lr=config["schedules"][0][0], **common)
+    rows.append({"kind": "timing", **timing})
+    return rows
+
+
+__all__ = [
+    'AISResult',
+    'RBM',
+    'SMLResult',
+    'SMLState',
+    'Tracker',
+    'ais_betas',
+    'ais_log_z',
+    'binary_codes',
+    'bridge_log_ratio',
+    'check_betas',
+    'check_binary',
+    'exact_log_z',
+    'init_sml_state',
+    'kalman_update',
+    'learning_rate',
+    'linear_betas',
+    'log_mean_exp',
+    'log_odds_of_mean',
+    'observation_matrices',
+    'pt_sweep',
+    'run_partition_mnist',
+    'sml_pt_step',
+    'softplus',
+    'swap_pass',
+    'time_sml_pt',
+    'tracker_init',
+    'train_sml_pt',
+]

@@ -1,0 +1,255 @@
+"""Tests of lib.partition against independent oracles (enumeration, dense Gaussian algebra, Monte Carlo)."""
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from lib import partition as P
+
+
+def tiny_rbm(n_visible=6, n_hidden=4, seed=0, scale=1.0):
+    rbm = P.RBM(n_visible, n_hidden, rngs=nnx.Rngs(seed), init_scale=scale)
+    k1, k2 = jax.random.split(jax.random.key(seed + 100))
+    rbm.b[...] = jax.random.normal(k1, (n_visible,))
+    rbm.c[...] = jax.random.normal(k2, (n_hidden,))
+    return rbm
+
+
+def all_states(n):
+    return np.array(list(itertools.product([0, 1], repeat=n)), np.float64)
+
+
+def brute_force(rbm, beta):
+    """log Z, free energies and p(v) by summing exp(-E) over both layers, in float64, with the energy
+    written out from the definition (tempered: beta scales W and c, not b)."""
+    W, b, c = (np.asarray(x, np.float64) for x in (rbm.W[...], rbm.b[...], rbm.c[...]))
+    V, H = all_states(W.shape[0]), all_states(W.shape[1])
+    neg_e = beta * (V @ W @ H.T + (H @ c)[None, :]) + (V @ b)[:, None]
+    m = neg_e.max()
+    log_z = m + math.log(np.exp(neg_e - m).sum())
+    free = -(np.log(np.exp(neg_e - m).sum(1)) + m)
+    return log_z, free, V, H, neg_e
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.55, 0.0])
+def test_exact_log_z_and_free_energy_against_both_layers_enumerated(beta):
+    rbm = tiny_rbm(7, 5)
+    log_z, free, V, _, _ = brute_force(rbm, beta)
+    assert abs(P.exact_log_z(rbm, beta, low_bits=3) - log_z) < 1e-4
+    np.testing.assert_allclose(np.asarray(rbm.free_energy(jnp.asarray(V, jnp.float32), beta)), free, atol=2e-5)
+    if beta == 0.0:
+        assert abs(float(rbm.log_z_base()) - log_z) < 1e-4
+
+
+def test_exact_log_z_enumerates_the_smaller_layer_and_refuses_huge_ones():
+    rbm = tiny_rbm(4, 9)                                    # visible layer enumerated
+    log_z, *_ = brute_force(rbm, 1.0)
+    assert abs(P.exact_log_z(rbm, low_bits=2) - log_z) < 1e-4
+    big = P.RBM(40, 35, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="ais_log_z"):
+        P.exact_log_z(big)
+
+
+def test_gibbs_conditionals_match_the_joint():
+    rbm = tiny_rbm(5, 3)
+    beta = 0.7
+    _, _, V, H, neg_e = brute_force(rbm, beta)
+    joint = np.exp(neg_e - neg_e.max())
+    joint /= joint.sum()
+    # p(h_j = 1 | v) and p(v_i = 1 | h) from the joint table vs the module's logits
+    a = np.asarray(rbm.hidden_input(jnp.asarray(V, jnp.float32)))
+    p_h = (joint @ H) / joint.sum(1, keepdims=True)
+    np.testing.assert_allclose(p_h, 1 / (1 + np.exp(-beta * a)), atol=1e-5)
+    logits_v = np.asarray(rbm.b[...]) + beta * H @ np.asarray(rbm.W[...]).T
+    p_v = (V.T @ joint).T / joint.sum(0)[:, None]
+    np.testing.assert_allclose(p_v, 1 / (1 + np.exp(-logits_v)), atol=1e-5)
+
+
+def test_parallel_tempering_leaves_the_product_distribution_invariant():
+    """Start N chains at every temperature exactly from q_i (sampled from the enumerated table), run
+    one PT sweep, and compare the visible histograms at every temperature with q_i (chi-square)."""
+    rbm = tiny_rbm(4, 3, seed=3)
+    betas = jnp.asarray([1.0, 0.6, 0.3, 0.0])
+    n = 40000
+    rng = np.random.default_rng(0)
+    starts, probs = [], []
+    for beta in np.asarray(betas):
+        _, free, V, _, _ = brute_force(rbm, float(beta))
+        p = np.exp(-free - (-free).max())
+        p /= p.sum()
+        probs.append(p)
+        starts.append(V[rng.choice(len(p), size=n, p=p)])
+    v = jnp.asarray(np.stack(starts), jnp.float32)
+    v, a, rate = P.pt_sweep(rbm, v, rbm.hidden_input(v), betas, jax.random.key(1), gibbs_steps=1)
+    assert np.all(np.asarray(rate) > 0.05)
+    codes = np.asarray(v) @ (2 ** np.arange(3, -1, -1))
+    for i, p in enumerate(probs):
+        counts = np.bincount(codes[i].astype(int), minlength=16)
+        chi2 = np.sum((counts - n * p) ** 2 / (n * p))
+        assert chi2 < 45.0, (i, chi2)                       # 15 dof: p < 1e-4 under the null
+
+
+def test_importance_and_bridge_estimates_are_consistent_and_shrink_with_n():
+    rbm_a = tiny_rbm(6, 4, seed=1)
+    rbm_b = tiny_rbm(6, 4, seed=1)
+    rbm_b.W[...] = rbm_b.W[...] + 0.1 * jax.random.normal(jax.random.key(9), rbm_b.W.shape)
+    za, fa, V, _, _ = brute_force(rbm_a, 1.0)
+    zb, fb, _, _, _ = brute_force(rbm_b, 1.0)
+    pa = np.exp(-fa - za)
+    rng = np.random.default_rng(0)
+    errors = {}
+    for n in (20, 2000):
+        est = []
+        for _ in range(300):
+            x = jnp.asarray(V[rng.choice(len(pa), size=n, p=pa)], jnp.float32)
+            lw = rbm_a.free_energy(x) - rbm_b.free_energy(x)
+            est.append(float(P.log_mean_exp(lw)[0]))
+        errors[n] = np.asarray(est) - (zb - za)
+    # the mean of the weights is unbiased: exp of the estimate averages to the ratio
+    assert abs(np.mean(np.exp(errors[2000])) - 1) < 3 * np.std(np.exp(errors[2000])) / math.sqrt(300) + 1e-3
+    assert np.std(errors[2000]) < 0.2 * np.std(errors[20])
+    # bridge between two temperatures of one model
+    z1, f1, *_ = brute_force(rbm_a, 1.0)
+    z2, f2, *_ = brute_force(rbm_a, 0.5)
+    p1, p2 = np.exp(-f1 - z1), np.exp(-f2 - z2)
+    est = []
+    for _ in range(300):
+        x1 = jnp.asarray(V[rng.choice(len(p1), size=500, p=p1)], jnp.float32)
+        x2 = jnp.asarray(V[rng.choice(len(p2), size=500, p=p2)], jnp.float32)
+        d_lower = rbm_a.free_energy(x1, 1.0) - rbm_a.free_energy(x1, 0.5)
+        d_upper = rbm_a.free_energy(x2, 1.0) - rbm_a.free_energy(x2, 0.5)
+        est.append(P.bridge_log_ratio(d_lower, d_upper, jnp.float32(z2 - z1)))
+    values = np.array([float(e[0]) for e in est])
+    variances = np.array([float(e[1]) for e in est])
+    assert abs(values.mean() - (z2 - z1)) < 4 * values.std() / math.sqrt(300) + 1e-3
+    # the delta-method variance predicts the spread across repetitions
+    assert 0.5 < variances.mean() / values.var() < 2.0
+
+
+def dense_filter(mu0, p0, q, obs, m):
+    """p(x_T | all observations) by conditioning the joint Gaussian of x_0..x_T in float64."""
+    c_cur, c_prev, h = (np.asarray(x, np.float64) for x in P.observation_matrices(m))
+    d = m
+    t_max = len(obs)
+    n = d * (t_max + 1)
+    prec = np.zeros((n, n))
+    info = np.zeros(n)
+    p0i = np.linalg.inv(p0)
+    prec[:d, :d] += p0i
+    info[:d] += p0i @ mu0
+    qi = np.linalg.inv(q)
+    for t, (o_dt, v_dt, o_db, v_db, z) in enumerate(obs, start=1):
+        prv, cur = slice(d * (t - 1), d * t), slice(d * t, d * (t + 1))
+        prec[prv, prv] += qi
+        prec[cur, cur] += qi
+        prec[prv, cur] -= qi
+        prec[cur, prv] -= qi
+        a = np.zeros((m - 1, n))
+        a[:, cur], a[:, prv] = c_cur, c_prev
+        prec += a.T @ np.diag(1 / v_dt) @ a
+        info += a.T @ (o_dt / v_dt)
+        bmat = np.zeros((m - 1, n))
+        bmat[:, cur] = h
+        o = o_db.copy()
+        o[-1] -= z
+        prec += bmat.T @ np.diag(1 / v_db) @ bmat
+        info += bmat.T @ (o / v_db)
+    cov = np.linalg.inv(prec)
+    mean = cov @ info
+    return mean[-d:], cov[-d:, -d:]
+
+
+@pytest.mark.parametrize("sigma_z", [0.3, math.inf])
+def test_kalman_filter_equals_dense_conditioning(sigma_z):
+    m, t_max = 4, 6
+    rng = np.random.default_rng(0)
+    mu0 = rng.normal(size=m)
+    p0 = np.diag(rng.uniform(0.5, 2.0, size=m))
+    q_diag = np.array([sigma_z ** 2] * (m - 1) + [0.01])
+    obs = [(rng.normal(size=m - 1), rng.uniform(0.01, 0.2, m - 1), rng.normal(size=m - 1),
+            rng.uniform(0.01, 0.2, m - 1), float(rng.normal())) for _ in range(t_max)]
+    tr = P.Tracker(jnp.asarray(mu0, jnp.float32), jnp.asarray(p0, jnp.float32))
+    for o_dt, v_dt, o_db, v_db, z in obs:
+        tr = P.kalman_update(tr, *(jnp.asarray(x, jnp.float32) for x in (o_dt, v_dt, o_db, v_db, z)),
+                             jnp.asarray(q_diag, jnp.float32))
+    q_dense = np.diag(np.minimum(q_diag, 1e8))
+    mean, cov = dense_filter(mu0, p0, q_dense, obs, m)
+    np.testing.assert_allclose(np.asarray(tr.mean), mean, atol=2e-4 if sigma_z < 1 else 2e-3)
+    np.testing.assert_allclose(np.asarray(tr.cov), cov, atol=2e-4 if sigma_z < 1 else 2e-3)
+
+
+def test_ais_agrees_with_exact_log_z():
+    rbm = tiny_rbm(8, 5, seed=2)
+    exact = P.exact_log_z(rbm)
+    res = P.ais_log_z(rbm, jax.random.key(0), base_bias=jnp.zeros(8), betas=P.ais_betas((200, 1000, 1000)),
+                      n_runs=400)
+    assert res.lower <= exact <= res.upper
+    assert abs(res.log_z - exact) < 0.05
+
+
+def test_learning_rate_schedule():
+    assert float(P.learning_rate(0, 0.01, 1e3)) == pytest.approx(0.01)
+    assert float(P.learning_rate(999, 0.01, 1e3)) == pytest.approx(0.01)
+    assert float(P.learning_rate(9999, 0.01, 1e3)) == pytest.approx(1e-3)
+    assert float(P.learning_rate(123456, 0.01, None)) == pytest.approx(0.01)
+
+
+def test_tracker_follows_exact_log_z_while_training_a_small_rbm():
+    """A 12-hidden RBM on 64 random binary 16-pixel patterns: the tracked log Z stays close to the
+    exact one while SML-PT changes it by several nats."""
+    rng = np.random.default_rng(0)
+    protos = rng.random((4, 16)) < 0.5
+    x = (protos[rng.integers(0, 4, 512)] ^ (rng.random((512, 16)) < 0.05)).astype(np.uint8)
+    rbm = P.RBM(16, 12, rngs=nnx.Rngs(0), visible_bias=P.log_odds_of_mean(x))
+    z0 = P.exact_log_z(rbm)
+    res = P.train_sml_pt(rbm, x, jax.random.key(0), steps=3000, lr=0.02, alpha=1e3, eval_every=500,
+                         betas=P.linear_betas(6), n_chains=20,
+                         evaluate=lambda model, state, t: {"exact": P.exact_log_z(model)})
+    errors = [abs(r["log_z"] - r["exact"]) for r in res.evals]
+    assert res.evals[-1]["exact"] - z0 > 3.0
+    assert max(errors) < 0.5, errors
+
+
+def test_bad_input_is_refused():
+    rbm = P.RBM(6, 3, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="binary"):
+        P.train_sml_pt(rbm, np.full((10, 6), 0.5), jax.random.key(0), steps=1)
+    with pytest.raises(ValueError, match="shape"):
+        P.train_sml_pt(rbm, np.zeros((10, 5)), jax.random.key(0), steps=1)
+    with pytest.raises(ValueError, match="decreasing"):
+        P.check_betas([1.0, 0.2, 0.5, 0.0])
+    with pytest.raises(ValueError, match="from 1"):
+        P.check_betas([0.9, 0.0])
+    with pytest.raises(ValueError, match="two chains"):
+        P.train_sml_pt(rbm, np.zeros((10, 6)), jax.random.key(0), steps=1, n_chains=1)
+
+
+def test_early_stopping_returns_the_best_tracked_validation_point():
+    rng = np.random.default_rng(1)
+    protos = rng.random((3, 12)) < 0.5
+    make = lambda n: (protos[rng.integers(0, 3, n)] ^ (rng.random((n, 12)) < 0.1)).astype(np.uint8)  # noqa: E731
+    x_train, x_valid = make(40), make(200)                # a tiny training set, so validation peaks
+    rbm = P.RBM(12, 10, rngs=nnx.Rngs(0), visible_bias=P.log_odds_of_mean(x_train))
+    res = P.train_sml_pt(rbm, x_train, jax.random.key(0), steps=6000, lr=0.05, eval_every=200,
+                         betas=P.linear_betas(5), x_valid=x_valid, patience=3)
+    valid = [r["valid_ll"] for r in res.evals]
+    best = int(np.argmax(valid))
+    assert res.best_step == res.evals[best]["step"]
+    assert len(valid) - 1 - best <= 3                     # stopped at most `patience` evaluations later
+    # the returned model is the best one: its exact validation likelihood is the recorded best up to tracking error
+    exact = float(-jnp.mean(res.model.free_energy(jnp.asarray(x_valid, jnp.float32)))) - P.exact_log_z(res.model)
+    assert abs(exact - valid[best]) < 0.5
+    with pytest.raises(ValueError, match="x_valid"):
+        P.train_sml_pt(rbm, x_train, jax.random.key(0), steps=10, patience=2)
+
+
+def test_time_sml_pt_reports_both_variants():
+    rbm = P.RBM(8, 4, rngs=nnx.Rngs(0))
+    x = (np.random.default_rng(0).random((50, 8)) < 0.5).astype(np.uint8)
+    out = P.time_sml_pt(rbm, x, jax.random.key(0), steps=20, repeats=1, betas=P.linear_betas(3))
+    assert out["train"] > 0 and out["train_and_track"] > 0
+    assert out["overhead"] == pytest.approx(out["train_and_track"] / out["train"] - 1)
