@@ -499,6 +499,19 @@ def time_sml_pt(rbm: RBM, x_train, key, *, steps: int = 1000, repeats: int = 2, 
 
 
 # %% book/partition.md
+def _trace_row(history: dict, every: int) -> dict:
+    """The per-step history, thinned for a results file: point values every `every` steps for the filter's
+    outputs, window means for the noisy observations."""
+    n = (len(history["log_z"]) // every) * every
+    window = lambda x: x[:n].reshape(n // every, every, *x.shape[1:]).mean(1)  # noqa: E731
+    point = lambda x: x[every - 1:n:every]  # noqa: E731
+    return {"step": list(range(every, n + 1, every)), "log_z": point(history["log_z"]).tolist(),
+            "log_z_sd": np.sqrt(point(history["log_z_var"])).tolist(), "bias": point(history["bias"]).tolist(),
+            "is_obs_1": window(history["is_obs"][:, 0]).tolist(),
+            "bridge_log_z": window(history["bridge_log_z"]).tolist(),
+            "swap_rate": window(history["swap_rate"]).mean(0).tolist()}
+
+
 @_experiment(
     "partition-mnist", chapter="partition",
     book={"n_hidden": 25, "steps": 20000, "schedules": [[0.01, 1e3], [0.01, 1e5]], "eval_every": 5000,
@@ -537,14 +550,7 @@ def run_partition_mnist(config: dict) -> list:
         res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["steps"], lr=lr0,
                            alpha=alpha, eval_every=config["eval_every"], evaluate=evaluate, **common)
         rows += [{"kind": "eval", "lr0": lr0, "alpha": alpha, **r} for r in res.evals]
-        k, h = config["trace_every"], res.history
-        n = (len(h["log_z"]) // k) * k
-        window = lambda x: x[:n].reshape(n // k, k, *x.shape[1:]).mean(1)  # noqa: E731
-        rows.append({"kind": "trace", "lr0": lr0, "alpha": alpha, "step": list(range(k, n + 1, k)),
-                     "log_z": h["log_z"][k - 1:n:k].tolist(), "log_z_sd": np.sqrt(h["log_z_var"][k - 1:n:k]).tolist(),
-                     "bias": h["bias"][k - 1:n:k].tolist(), "is_obs_1": window(h["is_obs"][:, 0]).tolist(),
-                     "bridge_log_z": window(h["bridge_log_z"]).tolist(),
-                     "swap_rate": window(h["swap_rate"]).mean(0).tolist()})
+        rows.append({"kind": "trace", "lr0": lr0, "alpha": alpha, **_trace_row(res.history, config["trace_every"])})
     timing = time_sml_pt(RBM(784, config["n_hidden"], rngs=nnx.Rngs(0), visible_bias=base_rate), data.train,
                          jax.random.key(1), steps=config["timing_steps"], repeats=config["timing_repeats"],
                          lr=config["schedules"][0][0], **common)
@@ -552,8 +558,108 @@ def run_partition_mnist(config: dict) -> list:
     return rows
 
 
+# %% book/partition.md
+PAPER_TABLE1 = {  # test log-likelihood in nats (Table 1): tracked (Kalman), AIS and its 3 sd, RBM-25, NADE
+    "dna": {"Kalman": -87.97, "AIS": -88.51, "AIS_3sd": 0.97, "RBM-25": -96.90, "NADE": -84.81},
+    "mushrooms": {"Kalman": -10.49, "AIS": -14.68, "AIS_3sd": 30.75, "RBM-25": -15.15, "NADE": -9.81},
+    "nips": {"Kalman": -270.10, "AIS": -271.23, "AIS_3sd": 0.58, "RBM-25": -277.37, "NADE": -273.08},
+}
+
+
+def _ais_test_ll(model: RBM, x, key, base_bias, config) -> dict:
+    """Mean test log-likelihood with log Z by AIS, and its interval from AIS's 3-sd interval."""
+    ais = ais_log_z(model, key, base_bias=base_bias, betas=ais_betas(config["ais_counts"]), n_runs=config["ais_runs"])
+    f = float(jnp.mean(model.free_energy(jnp.asarray(x, jnp.float32))))
+    return {"ais_log_z": ais.log_z, "test_ll_ais": -f - ais.log_z, "test_ll_ais_low": -f - ais.upper,
+            "test_ll_ais_high": -f - ais.lower}
+
+
+@_experiment(
+    "partition-large", chapter="partition",
+    book={"datasets": ["mnist"], "n_hidden": 500, "steps": 2000, "schedules": [[0.01, 1e3]], "eval_every": 1000,
+          "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20, "batch_size": 20,
+          "trace_every": 100, "seed": 0},
+    paper={"datasets": ["mnist", "caltech"], "n_hidden": 500, "steps": 200000,
+           "schedules": [[0.01, 1e3], [0.01, 1e4], [0.01, 1e5], [0.001, 1e3], [0.001, 1e4], [0.001, 1e5]],
+           "eval_every": 10000, "ais_counts": [1000, 10000, 10000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
+           "batch_size": 20, "trace_every": 500, "seed": 0},
+)
+def run_partition_large(config: dict) -> list:
+    """Sec. 4, 500 hidden units: tracked test likelihood along training against AIS at the end (MNIST, Caltech)."""
+    from lib.data import load_binarized_mnist, load_caltech101_silhouettes
+
+    loaders = {"mnist": load_binarized_mnist, "caltech": load_caltech101_silhouettes}
+    rows = []
+    for name in config["datasets"]:
+        if name not in loaders:
+            raise ValueError(f"partition-large: unknown dataset {name!r}; choose from {sorted(loaders)}")
+        data = loaders[name]()
+        test = jnp.asarray(data.test, jnp.float32)
+        base_rate = log_odds_of_mean(data.train)
+        for lr0, alpha in config["schedules"]:
+            def evaluate(model, state, t):
+                return {"test_ll_tracked": float(-jnp.mean(model.free_energy(test))) - float(state.tracker.mean[0])}
+
+            rbm = RBM(data.train.shape[1], config["n_hidden"], rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
+            res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["steps"], lr=lr0,
+                               alpha=alpha, betas=linear_betas(config["n_temps"]), n_chains=config["n_chains"],
+                               batch_size=config["batch_size"], eval_every=config["eval_every"], evaluate=evaluate)
+            rows += [{"kind": "eval", "dataset": name, "lr0": lr0, "alpha": alpha, **r} for r in res.evals]
+            rows.append({"kind": "trace", "dataset": name, "lr0": lr0, "alpha": alpha,
+                         **_trace_row(res.history, config["trace_every"])})
+            rows.append({"kind": "final", "dataset": name, "lr0": lr0, "alpha": alpha, **res.evals[-1],
+                         **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config)})
+    return rows
+
+
+@_experiment(
+    "partition-uci", chapter="partition",
+    book={"datasets": ["dna"], "n_hidden": [100], "schedules": [[0.01, 1e3]], "epochs": 50, "eval_epochs": 5,
+          "patience": 5, "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
+          "batch_size": 20, "seed": 0},
+    paper={"datasets": ["dna", "mushrooms", "nips"], "n_hidden": [100, 200, 500],
+           "schedules": [[0.01, None], [0.001, None], [0.01, 1e3], [0.01, 1e4], [0.001, 1e3], [0.001, 1e4]],
+           "epochs": 500, "eval_epochs": 5, "patience": 10, "ais_counts": [1000, 10000, 10000], "ais_runs": 100,
+           "n_temps": 10, "n_chains": 20, "batch_size": 20, "seed": 0},
+)
+def run_partition_uci(config: dict) -> list:
+    """Table 1: early stopping on the tracked validation likelihood; tracked and AIS test likelihoods."""
+    from lib.data import load_nade
+
+    rows = []
+    for name in config["datasets"]:
+        data = load_nade(name)
+        valid, test = (jnp.asarray(x, jnp.float32) for x in (data.valid, data.test))
+        base_rate = log_odds_of_mean(data.train)
+        per_epoch = max(1, data.train.shape[0] // config["batch_size"])
+        best = None
+        for n_hidden in config["n_hidden"]:
+            for lr0, alpha in config["schedules"]:
+                began = time.perf_counter()
+                rbm = RBM(data.train.shape[1], n_hidden, rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
+                res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["epochs"] * per_epoch,
+                                   lr=lr0, alpha=alpha, betas=linear_betas(config["n_temps"]),
+                                   n_chains=config["n_chains"], batch_size=config["batch_size"],
+                                   eval_every=config["eval_epochs"] * per_epoch, x_valid=valid,
+                                   patience=config["patience"])
+                at_best = next(r for r in res.evals if r["step"] == res.best_step)
+                row = {"kind": "candidate", "dataset": name, "n_hidden": n_hidden, "lr0": lr0, "alpha": alpha,
+                       "best_epoch": res.best_step // per_epoch, "epochs_run": res.evals[-1]["step"] // per_epoch,
+                       "valid_ll_tracked": at_best["valid_ll"],
+                       "test_ll_tracked": float(-jnp.mean(res.model.free_energy(test))) - at_best["log_z"],
+                       "valid_curve": [[r["step"] // per_epoch, r["valid_ll"]] for r in res.evals],
+                       "train_seconds": round(time.perf_counter() - began, 1)}
+                rows.append(row)
+                if best is None or row["valid_ll_tracked"] > best[0]["valid_ll_tracked"]:
+                    best = (row, res.model)
+        row, model = best
+        rows.append({**row, "kind": "chosen", **_ais_test_ll(model, data.test, jax.random.key(1), base_rate, config)})
+    return rows
+
+
 __all__ = [
     'AISResult',
+    'PAPER_TABLE1',
     'RBM',
     'SMLResult',
     'SMLState',
@@ -573,7 +679,9 @@ __all__ = [
     'log_odds_of_mean',
     'observation_matrices',
     'pt_sweep',
+    'run_partition_large',
     'run_partition_mnist',
+    'run_partition_uci',
     'sml_pt_step',
     'softplus',
     'swap_pass',

@@ -253,3 +253,42 @@ def test_time_sml_pt_reports_both_variants():
     out = P.time_sml_pt(rbm, x, jax.random.key(0), steps=20, repeats=1, betas=P.linear_betas(3))
     assert out["train"] > 0 and out["train_and_track"] > 0
     assert out["overhead"] == pytest.approx(out["train_and_track"] / out["train"] - 1)
+
+
+@pytest.fixture
+def data_dir_set(monkeypatch):
+    import os
+    if not os.environ.get("LIB_DATA_DIR"):
+        pytest.skip("LIB_DATA_DIR not set")
+
+
+def test_partition_mnist_experiment_end_to_end(data_dir_set):
+    from lib.toolkit import EXPERIMENTS
+    config = dict(EXPERIMENTS["partition-mnist"].presets["book"], n_hidden=12, steps=400, eval_every=200,
+                  ais_every=400, ais_counts=[50, 200, 200], ais_runs=20, trace_every=50, timing_steps=50,
+                  schedules=[[0.01, 1e3]])
+    rows = P.run_partition_mnist(config)
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert [r["step"] for r in evals] == [200, 400]
+    assert all(abs(r["log_z"] - r["exact_log_z"]) < 0.5 for r in evals)
+    assert evals[-1]["ais_lower"] - 0.1 < evals[-1]["exact_log_z"] < evals[-1]["ais_upper"] + 0.1
+    trace = next(r for r in rows if r["kind"] == "trace")
+    assert len(trace["step"]) == len(trace["log_z"]) == len(trace["bridge_log_z"]) == 8
+    assert len(trace["swap_rate"]) == 9
+    assert {"train", "train_and_track", "overhead"} <= set(next(r for r in rows if r["kind"] == "timing"))
+
+
+def test_partition_uci_and_large_experiments_end_to_end(data_dir_set):
+    from lib.toolkit import EXPERIMENTS
+    small_ais = dict(ais_counts=[50, 300, 300], ais_runs=20)
+    rows = P.run_partition_uci(dict(EXPERIMENTS["partition-uci"].presets["book"], n_hidden=[16], epochs=6,
+                                    eval_epochs=2, patience=1, **small_ais))
+    chosen = next(r for r in rows if r["kind"] == "chosen")
+    assert chosen["dataset"] == "dna" and chosen["test_ll_ais_low"] <= chosen["test_ll_ais"] <= chosen["test_ll_ais_high"]
+    assert abs(chosen["test_ll_tracked"] - chosen["test_ll_ais"]) < 2.0     # a nearly independent model: both agree
+    rows = P.run_partition_large(dict(EXPERIMENTS["partition-large"].presets["book"], n_hidden=20, steps=200,
+                                      eval_every=100, trace_every=50, **small_ais))
+    final = next(r for r in rows if r["kind"] == "final")
+    assert abs(final["test_ll_tracked"] - final["test_ll_ais"]) < 2.0
+    with pytest.raises(ValueError, match="unknown dataset"):
+        P.run_partition_large(dict(EXPERIMENTS["partition-large"].presets["book"], datasets=["cifar"]))
