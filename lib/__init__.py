@@ -9,6 +9,7 @@ imported on first use, so `import lib` stays light:
     darn      deep autoregressive networks: binary stochastic layers, Appendix A's gradient
     partition RBMs trained by SML with parallel tempering; log Z tracked by IS, bridge
               sampling and a Kalman filter; exact log Z; AIS
+    ebp       expectation backpropagation: binary / real weights, sparse inputs, BP baseline
     dgp       deep Gaussian processes, doubly stochastic variational inference
 """
 
@@ -16,7 +17,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-MODULES = ("data", "toolkit", "darn", "partition", "dgp")
+MODULES = ("data", "toolkit", "darn", "partition", "ebp", "dgp")
 __all__ = ["__version__", *MODULES]
 
 

@@ -1,0 +1,462 @@
+# GENERATED FILE: do not edit. Source: book/ebp.md. Edit the chapter, then run `make export`.
+# (tools/export.py copies the chapter's exported cells here, in order.)
+
+
+# %% book/ebp.md
+from __future__ import annotations
+
+import math
+import time
+from functools import partial
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import log_ndtr
+
+from lib.toolkit import check_array
+from lib.toolkit import experiment as _experiment
+
+
+# %% book/ebp.md
+@jax.tree_util.register_pytree_node_class
+class SparseRows:
+    """n rows of a sparse matrix, flattened: row `row[k]` has value `val[k]` in column `idx[k]` (padding: val 0).
+
+    Layer-one products gather the columns of W that occur and sum them per row, so a 230,000-feature
+    input is never densified. `n` (the number of rows) is static; stacked batches scan like arrays."""
+
+    def __init__(self, idx, val, row, n: int):
+        self.idx, self.val, self.row, self.n = idx, val, row, n
+
+    def tree_flatten(self):
+        return (self.idx, self.val, self.row), self.n
+
+    @classmethod
+    def tree_unflatten(cls, n, leaves):
+        return cls(*leaves, n)
+
+
+def sparse_rows(x, rows=None, width: int | None = None) -> SparseRows:
+    """The rows `rows` (default all) of a scipy.sparse matrix as SparseRows, padded to `width` nonzeros."""
+    x = x if rows is None else x[np.asarray(rows)]
+    x = x.tocoo()
+    nnz = x.nnz if width is None else width
+    if x.nnz > nnz:
+        raise ValueError(f"{x.nnz} nonzeros do not fit in width {nnz}")
+    pad = nnz - x.nnz
+    return SparseRows(jnp.asarray(np.concatenate([x.col, np.zeros(pad, int)]), jnp.int32),
+                      jnp.asarray(np.concatenate([x.data, np.zeros(pad)]), jnp.float32),
+                      jnp.asarray(np.concatenate([x.row, np.zeros(pad, int)]), jnp.int32), x.shape[0])
+
+
+def sparse_batches(x, order, batch_size: int) -> SparseRows:
+    """Consecutive batches of `order`'s rows, stacked (leading axis: batch), padded to the largest batch."""
+    batches = np.asarray(order)[: (len(order) // batch_size) * batch_size].reshape(-1, batch_size)
+    nnz = np.diff(x.indptr)
+    width = max(int(nnz[b].sum()) for b in batches)
+    parts = [sparse_rows(x, b, width) for b in batches]
+    return SparseRows(*(jnp.stack([getattr(p, f) for p in parts]) for f in ("idx", "val", "row")), batch_size)
+
+
+def check_inputs(x, name: str = "x"):
+    """Dense inputs -> a float32 jax array; scipy.sparse -> CSR (float64 values kept on the host)."""
+    import scipy.sparse as sp
+
+    if sp.issparse(x):
+        x = sp.csr_array(x)
+        if not np.isfinite(x.data).all():
+            raise ValueError(f"{name} must be finite")
+        return x
+    return jnp.asarray(check_array(x, name, ndim=2), jnp.float32)
+
+
+def _matvec(w, x, power: int = 1):
+    """(B, out) = sum_j w[:, j] x_j^power for each row x of the batch (dense, or SparseRows)."""
+    if isinstance(x, SparseRows):
+        return jax.ops.segment_sum((w[:, x.idx] * x.val ** power).T, x.row, num_segments=x.n)
+    return (x ** power) @ w.T
+
+
+def _outer_add(w, g, x):
+    """w + sum_b g[b] x[b]^T."""
+    if isinstance(x, SparseRows):
+        return w.at[:, x.idx].add(g[x.row].T * x.val)
+    return w + g.T @ x
+
+
+# %% book/ebp.md
+KINDS = ("binary", "real")
+
+
+class EBPNet(NamedTuple):
+    """Mean-field posterior of a sign network. fields[l] (out, in): for binary weights the field h with
+    P(W = +1) = sigmoid(2h), mean tanh(h); for real weights the posterior mean (variance fixed at 1).
+    biases[l] (out,): real biases, point estimates updated like weights with input 1."""
+    fields: tuple
+    biases: tuple
+
+
+def init_ebp(key, sizes: Sequence[int], *, sigma_w: float = 1.0) -> EBPNet:
+    """fields ~ U(-1/2, 1/2) sqrt(12 sigma_w / K): variance sigma_w / K (the authors' code); biases 0."""
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise ValueError(f"sizes must list at least an input and an output width, all >= 1, got {sizes}")
+    keys = jax.random.split(key, len(sizes) - 1)
+    fields = tuple((jax.random.uniform(k, (o, i)) - 0.5) * math.sqrt(12 * sigma_w / i)
+                   for k, i, o in zip(keys, sizes[:-1], sizes[1:]))
+    return EBPNet(fields, tuple(jnp.zeros(o) for o in sizes[1:]))
+
+
+def weight_mean(h, kind: str):
+    return jnp.tanh(h) if kind == "binary" else h
+
+
+def ebp_forward(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
+    """Eq. 4.1-4.2: mean and variance of every layer's normalised input u = (W v + b) / sqrt(K + 1), and the
+    mean <v> of its sign, under the factorised posterior and the large fan-in Gaussian approximation.
+
+    Returns (inputs, mus, variances, <v_L>): inputs[l] is <v_{l-1}> (x for l = 0), each (B, width).
+    extra_var: a constant added to every layer's summed variance (1 in the authors' code).
+    """
+    inputs, mus, variances = [], [], []
+    m = x
+    for l, (h, b) in enumerate(zip(net.fields, net.biases)):
+        k1 = h.shape[1] + 1.0
+        wm = weight_mean(h, kind)
+        second = 1.0 if kind == "binary" else h ** 2 + 1.0            # E[W^2]
+        if l == 0:                                                    # deterministic real input x
+            mu = (_matvec(wm, m) + b) / math.sqrt(k1)
+            var = (_matvec(second - wm ** 2, m, 2) + extra_var) / k1  # sum_r Var(W) x_r^2
+        else:                                                         # v in {-1, 1}: E[v^2] = 1
+            mu = (m @ wm.T + b) / math.sqrt(k1)
+            total = jnp.sum(second * jnp.ones_like(h), 1)             # sum_r E[W^2] E[v^2]
+            var = (total - (m ** 2) @ (wm ** 2).T + extra_var) / k1
+        inputs.append(m)
+        mus.append(mu)
+        variances.append(var)
+        m = jax.scipy.special.erf(mu / jnp.sqrt(2 * var))               # <v> = 2 Phi(mu / sigma) - 1
+    return inputs, mus, variances, m
+
+
+# %% book/ebp.md
+def mills_ratio(z):
+    """phi(z) / Phi(z), finite for every float32 z (through log_ndtr); ~ -z as z -> -inf, -> 0 as z -> inf."""
+    return jnp.exp(-0.5 * z ** 2 - 0.5 * math.log(2 * math.pi) - log_ndtr(z))
+
+
+def output_delta(mu, var, y):
+    """Eq. 4.3: Delta_L = d ln P(v_L = y) / d mu_L = y phi(z) / (sigma Phi(z)), z = y mu / sigma."""
+    sigma = jnp.sqrt(var)
+    return y * mills_ratio(y * mu / sigma) / sigma
+
+
+def asymptotic_output_delta(mu, var, y):
+    """Footnote 4's limit of output_delta for |mu / sigma| -> inf: -mu / sigma^2 when y mu < 0, else 0."""
+    return jnp.where(y * mu < 0, -mu / var, 0.0)
+
+
+def ebp_update(net: EBPNet, x, y, kind: str, *, extra_var: float = 1.0) -> EBPNet:
+    """One Bayes-like update (eqs. 4.3-4.5) from a minibatch: x (B, M) or SparseRows, y (B, n_out) in {-1, 1}."""
+    inputs, mus, variances, _ = ebp_forward(net, x, kind, extra_var=extra_var)
+    deltas = [output_delta(mus[-1], variances[-1], y)]
+    for l in range(len(net.fields) - 1, 0, -1):                       # eq. 4.4
+        k1 = net.fields[l].shape[1] + 1.0
+        sigma = jnp.sqrt(variances[l - 1])
+        density = jnp.exp(-0.5 * (mus[l - 1] / sigma) ** 2) / (math.sqrt(2 * math.pi) * sigma)  # N(0 | mu, s^2)
+        deltas.insert(0, 2 / math.sqrt(k1) * density * (deltas[0] @ weight_mean(net.fields[l], kind)))
+    fields, biases = [], []
+    for l, (h, b) in enumerate(zip(net.fields, net.biases)):          # eq. 4.5
+        step = deltas[l] / math.sqrt(h.shape[1] + 1.0)
+        fields.append(_outer_add(h, step, inputs[l]) if l == 0 else h + step.T @ inputs[l])
+        biases.append(b + jnp.sum(step, 0))
+    return EBPNet(tuple(fields), tuple(biases))
+
+
+# %% book/ebp.md
+def ebp_p(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
+    """EBP-P (eq. 4.7): the Bayes output; for one output unit, sign(<v_L>). Returns <v_L>."""
+    return ebp_forward(net, x, kind, extra_var=extra_var)[3]
+
+
+def sign_network(weights, biases, x):
+    """A deterministic sign network: hidden v = sign(W v + b); returns the output layer's W v + b."""
+    v = x
+    for l, (w, b) in enumerate(zip(weights, biases)):
+        a = (_matvec(w, v) if l == 0 else v @ w.T) + b
+        v = jnp.sign(a) if l < len(weights) - 1 else a
+    return v
+
+
+def ebp_d(net: EBPNet, x, kind: str):
+    """EBP-D (eq. 4.6): the network of the most probable weights, sign(h) (binary) or the mean (real)."""
+    return sign_network([jnp.sign(h) if kind == "binary" else h for h in net.fields], net.biases, x)
+
+
+def ebp_ensemble(net: EBPNet, x, kind: str, key, n_networks: int = 16):
+    """Mean output sign of n_networks sign networks with weights drawn from the factorised posterior."""
+    def one(k):
+        ks = jax.random.split(k, len(net.fields))
+        if kind == "binary":
+            ws = [jnp.where(jax.random.uniform(kk, h.shape) < jax.nn.sigmoid(2 * h), 1.0, -1.0) for kk, h in zip(ks, net.fields)]
+        else:
+            ws = [h + jax.random.normal(kk, h.shape) for kk, h in zip(ks, net.fields)]
+        return jnp.sign(sign_network(ws, net.biases, x))
+
+    return jnp.mean(jax.lax.map(one, jax.random.split(key, n_networks)), 0)
+
+
+def error_rate(output, y) -> float:
+    """Fraction of rows whose output sign differs from y (a zero output counts as an error)."""
+    return float(jnp.mean(jnp.any(jnp.sign(output) != y, -1)))
+
+
+# %% book/ebp.md
+def check_labels(y, n: int | None = None):
+    y = np.asarray(y)
+    if y.ndim == 1:
+        y = y[:, None]
+    if y.ndim != 2:
+        raise ValueError(f"labels must have shape (n,) or (n, n_out), got {y.shape}")
+    if n is not None and y.shape[0] != n:
+        raise ValueError(f"labels have {y.shape[0]} rows but the inputs have {n}")
+    if not np.isin(y, (-1, 1)).all():
+        raise ValueError(f"labels must be -1 or +1, got values {np.unique(y)[:5]}")
+    return jnp.asarray(y, jnp.float32)
+
+
+def _apply_update(spec: tuple, net: EBPNet, x, y) -> EBPNet:
+    """spec = ("ebp", kind, extra_var) or ("bp", learning rate, loss): one minibatch update."""
+    if spec[0] == "ebp":
+        return ebp_update(net, x, y, spec[1], extra_var=spec[2])
+    return bp_update(net, x, y, spec[1], spec[2])
+
+
+@partial(jax.jit, static_argnames=("spec",))
+def _scan_batches(net, batches_x, batches_y, spec):
+    return jax.lax.scan(lambda n, b: (_apply_update(spec, n, b[0], b[1]), None), net, (batches_x, batches_y))[0]
+
+
+@partial(jax.jit, static_argnames=("spec", "batch_size"))
+def _scan_dense(net, x, y, order, spec, batch_size):
+    batches = order[: (order.shape[0] // batch_size) * batch_size].reshape(-1, batch_size)
+    return jax.lax.scan(lambda n, i: (_apply_update(spec, n, x[i], y[i]), None), net, batches)[0]
+
+
+def _as_device(x):
+    """Dense stays; a scipy.sparse matrix becomes one SparseRows batch of all its rows."""
+    return x if isinstance(x, jax.Array) else sparse_rows(x)
+
+
+def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_size: int, evaluate=None,
+                  x_test=None, y_test=None) -> tuple[EBPNet, list]:
+    """`epochs` shuffled passes of minibatch updates `spec` (the last partial minibatch of a pass is left
+    out); after each, evaluate(net, x_test, y_test) -> dict. x: dense (n, M) or scipy.sparse."""
+    x = check_inputs(x)
+    y = check_labels(y, x.shape[0])
+    if x.shape[1] != net.fields[0].shape[1]:
+        raise ValueError(f"inputs have {x.shape[1]} features but the network's first layer takes "
+                         f"{net.fields[0].shape[1]}")
+    if y.shape[1] != net.fields[-1].shape[0]:
+        raise ValueError(f"labels have {y.shape[1]} columns but the network has {net.fields[-1].shape[0]} outputs")
+    if x_test is not None:
+        x_test, y_test = _as_device(check_inputs(x_test, "x_test")), check_labels(y_test)
+    history = []
+    for epoch in range(epochs):
+        order = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), x.shape[0]))
+        if isinstance(x, jax.Array):
+            net = _scan_dense(net, x, y, jnp.asarray(order), spec, batch_size)
+        else:
+            used = order[: (len(order) // batch_size) * batch_size].reshape(-1, batch_size)
+            net = _scan_batches(net, sparse_batches(x, order, batch_size), y[used], spec)
+        if x_test is not None and evaluate is not None:
+            history.append({"epoch": epoch + 1, **evaluate(net, x_test, y_test)})
+    if not all(bool(jnp.isfinite(h).all()) for h in net.fields):
+        raise FloatingPointError(f"training {spec} produced non-finite weights")
+    return net, history
+
+
+def train_ebp(net: EBPNet, x, y, key, *, kind: str, epochs: int = 3, batch_size: int = 10,
+              extra_var: float = 1.0, x_test=None, y_test=None) -> tuple[EBPNet, list]:
+    """Online EBP; returns (net, per-epoch test errors of EBP-P and EBP-D)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+
+    def evaluate(net, xt, yt):
+        return {"EBP-P": error_rate(ebp_p(net, xt, kind, extra_var=extra_var), yt),
+                "EBP-D": error_rate(ebp_d(net, xt, kind), yt)}
+
+    return online_passes(net, x, y, key, ("ebp", kind, float(extra_var)), epochs=epochs, batch_size=batch_size,
+                         evaluate=evaluate, x_test=x_test, y_test=y_test)
+
+
+# %% book/ebp.md
+def _first_layer(cols, x):
+    """x W^T from W's columns: all of W for dense x, the gathered columns W[:, x.idx] for SparseRows."""
+    if isinstance(x, SparseRows):
+        return jax.ops.segment_sum((cols * x.val).T, x.row, num_segments=x.n)
+    return x @ cols.T
+
+
+def mlp_output(net: EBPNet, x, cols=None):
+    """The real-weight network of the same architecture: tanh hidden layers, a linear output."""
+    h = x
+    for l, (w, b) in enumerate(zip(net.fields, net.biases)):
+        if l == 0:
+            a = _first_layer(cols if cols is not None else w[:, h.idx] if isinstance(h, SparseRows) else w, h) + b
+        else:
+            a = h @ w.T + b
+        h = jnp.tanh(a) if l < len(net.fields) - 1 else a
+    return h
+
+
+def bp_loss(cols, net: EBPNet, x, y, loss: str):
+    """Cross-entropy (logistic, softplus(-y f)) or squared error ((tanh f - y)^2), averaged over the batch."""
+    out = mlp_output(net, x, cols)
+    if loss == "ce":
+        return jnp.mean(jax.nn.softplus(-y * out))
+    return jnp.mean((jnp.tanh(out) - y) ** 2)
+
+
+def bp_update(net: EBPNet, x, y, lr: float, loss: str) -> EBPNet:
+    """One SGD step; for sparse x only the columns of W_1 that occur are read and written."""
+    cols = net.fields[0][:, x.idx] if isinstance(x, SparseRows) else net.fields[0]
+    g_cols, g_net = jax.grad(bp_loss, argnums=(0, 1))(cols, net, x, y, loss)
+    fields = [net.fields[0].at[:, x.idx].add(-lr * g_cols) if isinstance(x, SparseRows) else net.fields[0] - lr * g_cols]
+    fields += [w - lr * g for w, g in zip(net.fields[1:], g_net.fields[1:])]
+    return EBPNet(tuple(fields), tuple(b - lr * g for b, g in zip(net.biases, g_net.biases)))
+
+
+def train_bp(net: EBPNet, x, y, key, *, lr: float, loss: str = "ce", epochs: int = 3, batch_size: int = 10,
+             x_test=None, y_test=None) -> tuple[EBPNet, list]:
+    """Backpropagation baseline (SGD, constant learning rate) with the passes and minibatches of train_ebp;
+    per epoch, the test errors of the network ("BP") and of its sign-clipped copy ("clipped BP": weights
+    sign(W), real biases, sign units)."""
+    if loss not in ("ce", "mse"):
+        raise ValueError(f"loss must be 'ce' or 'mse', got {loss!r}")
+
+    def evaluate(net, xt, yt):
+        clipped = sign_network([jnp.sign(w) for w in net.fields], net.biases, xt)
+        return {"BP": error_rate(mlp_output(net, xt), yt), "clipped BP": error_rate(clipped, yt)}
+
+    return online_passes(net, x, y, key, ("bp", float(lr), loss), epochs=epochs, batch_size=batch_size,
+                         evaluate=evaluate, x_test=x_test, y_test=y_test)
+
+
+# %% book/ebp.md
+PAPER_TABLE1 = {  # test error % (Table 1, 8-fold cross-validation, best of three epochs)
+    "reuters_I654_I65": {"Real EBP-D": 14.5, "Real EBP-P": 11.35, "Binary EBP-D": 21.7, "Binary EBP-P": 9.95,
+                         "BP": 11.72, "AROW": 13.3, "Clipped BP": 26.15},
+    "reuters_I81_I83": {"Real EBP-D": 15.65, "Real EBP-P": 15.25, "Binary EBP-D": 23.15, "Binary EBP-P": 16.4,
+                        "BP": 15.27, "AROW": 18.2, "Clipped BP": 26.4},
+    "20News_comp": {"Real EBP-D": 5.06, "Real EBP-P": 4.96, "Binary EBP-D": 7.54, "Binary EBP-P": 4.44,
+                    "BP": 5.79, "AROW": 7.02, "Clipped BP": 13.07},
+    "apparel_books": {"Real EBP-D": 2.14, "Real EBP-P": 2.09, "Binary EBP-D": 2.45, "Binary EBP-P": 2.01,
+                      "BP": 2.24, "AROW": 2.96, "Clipped BP": 3.81},
+    "apparel_dvd": {"Real EBP-D": 2.06, "Real EBP-P": 2.14, "Binary EBP-D": 5.72, "Binary EBP-P": 2.27,
+                    "BP": 2.63, "AROW": 2.94, "Clipped BP": 5.15},
+}
+
+
+def fold_indices(n: int, fold: int, n_folds: int = 8):
+    """The authors' contiguous folds: test rows round(fold n / K) .. round((fold + 1) n / K) - 1 (0-based)."""
+    if not 0 <= fold < n_folds:
+        raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
+    test = np.arange(round(fold * n / n_folds), round((fold + 1) * n / n_folds))
+    return np.setdiff1d(np.arange(n), test), test
+
+
+@_experiment(
+    "ebp-text", chapter="ebp",
+    book={"tasks": list(PAPER_TABLE1), "folds": [0], "hidden": 120, "epochs": 3, "batch_size": 10,
+          "bp_learning_rates": [0.01, 0.1], "seed": 0},
+    paper={"tasks": list(PAPER_TABLE1), "folds": list(range(8)), "hidden": 120, "epochs": 3, "batch_size": 10,
+           "bp_learning_rates": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3], "seed": 0},
+)
+def run_ebp_text(config: dict) -> list:
+    """Table 1: Real / Binary EBP (-D, -P) and BP (CE and MSE, learning-rate scan, and sign-clipped) on the
+    text tasks, M -> hidden -> 1 with biases, per fold and epoch."""
+    from lib.data import load_ebp
+
+    rows = []
+    for task in config["tasks"]:
+        data = load_ebp(task)
+        x, y = check_inputs(data.x), np.asarray(data.y)
+        sizes = [x.shape[1], config["hidden"], 1]
+        for fold in config["folds"]:
+            train, test = fold_indices(len(y), fold)
+            key = jax.random.key(config["seed"] * 1000 + fold)
+            common = dict(epochs=config["epochs"], batch_size=config["batch_size"], x_test=x[test], y_test=y[test])
+            runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
+            runs += [(f"BP {loss} {lr:g}", partial(train_bp, loss=loss, lr=lr))
+                     for loss in ("ce", "mse") for lr in config["bp_learning_rates"]]
+            for method, train_fn in runs:
+                began = time.perf_counter()
+                _, history = train_fn(init_ebp(jax.random.fold_in(key, 1), sizes), x[train], y[train],
+                                      jax.random.fold_in(key, 2), **common)
+                seconds = time.perf_counter() - began
+                for h in history:
+                    rows.append({"task": task, "fold": fold, "method": method, **h,
+                                 "seconds_per_epoch": seconds / config["epochs"]})
+    return rows
+
+
+def summarise_ebp_text(rows: list) -> dict:
+    """{task: {column: (error %, standard error %, folds)}} as in Table 1: the error of each fold averaged
+    over folds at each epoch, the best epoch kept; BP is the best (loss, learning rate) by that measure,
+    and Clipped BP its sign-clipped copy."""
+    out = {}
+    for task in dict.fromkeys(r["task"] for r in rows):
+        mine = [r for r in rows if r["task"] == task]
+        table = {}
+
+        def best(method, column):
+            by_epoch = {}
+            for r in mine:
+                if r["method"] == method:
+                    by_epoch.setdefault(r["epoch"], []).append(100 * r[column])
+            epoch = min(by_epoch, key=lambda e: np.mean(by_epoch[e]))
+            e = np.asarray(by_epoch[epoch])
+            return float(e.mean()), float(e.std(ddof=1) / math.sqrt(len(e))) if len(e) > 1 else float("nan"), len(e)
+
+        for kind in ("Real", "Binary"):
+            for out_kind in ("D", "P"):
+                table[f"{kind} EBP-{out_kind}"] = best(f"{kind} EBP", f"EBP-{out_kind}")
+        bp = [m for m in dict.fromkeys(r["method"] for r in mine) if m.startswith("BP ")]
+        chosen = min(bp, key=lambda m: best(m, "BP")[0])
+        table["BP"], table["Clipped BP"], table["BP setting"] = best(chosen, "BP"), best(chosen, "clipped BP"), chosen
+        out[task] = table
+    return out
+
+
+__all__ = [
+    'EBPNet',
+    'KINDS',
+    'PAPER_TABLE1',
+    'SparseRows',
+    'asymptotic_output_delta',
+    'bp_loss',
+    'bp_update',
+    'check_inputs',
+    'check_labels',
+    'ebp_d',
+    'ebp_ensemble',
+    'ebp_forward',
+    'ebp_p',
+    'ebp_update',
+    'error_rate',
+    'fold_indices',
+    'init_ebp',
+    'mills_ratio',
+    'mlp_output',
+    'online_passes',
+    'output_delta',
+    'run_ebp_text',
+    'sign_network',
+    'sparse_batches',
+    'sparse_rows',
+    'summarise_ebp_text',
+    'train_bp',
+    'train_ebp',
+    'weight_mean',
+]

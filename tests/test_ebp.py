@@ -1,0 +1,211 @@
+"""Tests of lib.ebp against Monte Carlo, finite differences, float64 closed forms and dense references."""
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import log_ndtr as log_ndtr64
+
+from lib import ebp as E
+
+
+def random_net(sizes, seed=0, scale=0.6):
+    rng = np.random.default_rng(seed)
+    return E.EBPNet(tuple(jnp.asarray(rng.normal(0, scale, (o, i)), jnp.float32) for i, o in zip(sizes[:-1], sizes[1:])),
+                    tuple(jnp.asarray(rng.normal(0, 0.5, o), jnp.float32) for o in sizes[1:]))
+
+
+@pytest.mark.parametrize("kind", E.KINDS)
+def test_forward_moments_match_monte_carlo_of_sampled_networks(kind):
+    rng = np.random.default_rng(1)
+    K, n = 300, 20000
+    net = random_net([K, 4], seed=2)
+    x = jnp.asarray(rng.normal(size=(1, K)), jnp.float32)
+    _, (mu,), (var,), mean_v = E.ebp_forward(net, x, kind, extra_var=0.0)
+    h = np.asarray(net.fields[0])
+    w = (np.where(rng.random((n, 4, K)) < 1 / (1 + np.exp(-2 * h)), 1.0, -1.0) if kind == "binary"
+         else h + rng.normal(size=(n, 4, K)))
+    u = (w @ np.asarray(x)[0] + np.asarray(net.biases[0])) / math.sqrt(K + 1)
+    np.testing.assert_allclose(np.asarray(mu[0]), u.mean(0), atol=5 * np.sqrt(u.var(0) / n).max())
+    np.testing.assert_allclose(np.asarray(var[0]), u.var(0), rtol=0.05)
+    np.testing.assert_allclose(np.asarray(mean_v[0]), np.sign(u).mean(0), atol=0.03)
+
+
+def test_hidden_layer_variance_matches_monte_carlo():
+    """Second layer: inputs are independent signs with the given means (the mean-field assumption)."""
+    rng = np.random.default_rng(3)
+    K, n = 200, 20000
+    net = random_net([5, K, 3], seed=4)
+    m = rng.uniform(-0.9, 0.9, K)
+    for kind in E.KINDS:
+        h = np.asarray(net.fields[1])
+        wm = np.tanh(h) if kind == "binary" else h
+        second = 1.0 if kind == "binary" else h ** 2 + 1
+        var = (np.sum(second * np.ones_like(h), 1) - (m ** 2) @ (wm ** 2).T) / (K + 1)
+        v = np.where(rng.random((n, K)) < (1 + m) / 2, 1.0, -1.0)
+        w = (np.where(rng.random((n, 3, K)) < 1 / (1 + np.exp(-2 * h)), 1.0, -1.0) if kind == "binary"
+             else h + rng.normal(size=(n, 3, K)))
+        u = np.einsum("nok,nk->no", w, v) / math.sqrt(K + 1)
+        np.testing.assert_allclose(var, u.var(0), rtol=0.05)
+        # and the library computes the same expression from <v>
+        x = jnp.zeros((1, 5))
+        net2 = E.EBPNet(net.fields, net.biases)
+        inputs, mus, variances, _ = E.ebp_forward(net2, x, kind, extra_var=0.0)
+        m2 = np.asarray(inputs[1][0])
+        expect = (np.sum(second * np.ones_like(h), 1) - (m2 ** 2) @ (wm ** 2).T) / (K + 1)
+        np.testing.assert_allclose(np.asarray(variances[1][0]), expect, rtol=1e-5)
+
+
+def test_output_delta_against_float64_and_its_limit():
+    z = np.concatenate([np.linspace(-30, 30, 61), [-1e3, 1e3]])
+    for y in (1.0, -1.0):
+        mu, var = y * z * 2.0, np.full_like(z, 4.0)                      # sigma = 2, so y mu / sigma = z
+        ours = np.asarray(E.output_delta(jnp.asarray(mu, jnp.float32), jnp.asarray(var, jnp.float32), y))
+        assert np.isfinite(ours).all()
+        exact = y * np.exp(-0.5 * z ** 2 - 0.5 * np.log(2 * np.pi) - log_ndtr64(z)) / 2.0
+        np.testing.assert_allclose(ours, exact, rtol=2e-3, atol=1e-30)   # float32: -z^2/2 - log Phi(z) cancels
+        limit = np.asarray(E.asymptotic_output_delta(jnp.asarray(mu), jnp.asarray(var), y))
+        far = z < -8
+        np.testing.assert_allclose(ours[far], limit[far], rtol=0.02)
+        # a confidently wrong output is pushed towards y: the sign of the update is the label's
+        assert np.all(np.sign(ours[far]) == y)
+
+
+def test_authors_binary_fallback_has_the_wrong_sign_for_negative_labels():
+    mu, var, y = 50.0, 1.0, -1.0                                         # confidently +, label -
+    ours = float(E.output_delta(jnp.float32(mu), jnp.float32(var), y))
+    authors = y * (-mu / var)                                             # Binary_EBP_minibatch.m: Y .* (-mu/var)
+    assert ours < 0 < authors
+
+
+def test_backward_deltas_are_derivatives_of_the_log_marginal_likelihood():
+    """Delta_{l-1} = d ln Phi(y mu_L / sigma_L) / d mu_{l-1} with the sigmas held fixed (finite differences)."""
+    net = random_net([6, 40, 1], seed=5, scale=0.8)
+    x = jnp.asarray(np.random.default_rng(6).normal(size=(1, 6)), jnp.float32)
+    y = jnp.ones((1, 1))
+    for kind in E.KINDS:
+        inputs, mus, variances, _ = E.ebp_forward(net, x, kind)
+        w2 = np.asarray(E.weight_mean(net.fields[1], kind), np.float64)
+        b2 = np.asarray(net.biases[1], np.float64)
+        s1, s2 = np.sqrt(np.asarray(variances[0][0], np.float64)), math.sqrt(float(variances[1][0, 0]))
+
+        def log_p(mu1):
+            m1 = 2 * 0.5 * (1 + np.vectorize(math.erf)(mu1 / s1 / math.sqrt(2))) - 1
+            mu2 = (w2 @ m1 + b2) / math.sqrt(41)
+            return float(log_ndtr64(mu2[0] / s2))
+
+        mu1 = np.asarray(mus[0][0], np.float64)
+        eps = 1e-5
+        fd = np.array([(log_p(mu1 + eps * e) - log_p(mu1 - eps * e)) / (2 * eps) for e in np.eye(40)])
+        d_out = E.output_delta(mus[1], variances[1], y)
+        density = np.exp(-0.5 * (mu1 / s1) ** 2) / (math.sqrt(2 * math.pi) * s1)
+        ours = 2 / math.sqrt(41) * density * (np.asarray(d_out) @ w2)[0]
+        np.testing.assert_allclose(ours, fd, rtol=1e-3, atol=1e-7)
+
+
+def test_single_layer_field_update_is_the_bayes_update_to_first_order():
+    """A perceptron with binary weights: the exact Gaussian-approximation marginal likelihood with one weight
+    clamped, ln Phi(y mu(W_j) / sigma(W_j)), changes by 2 * (field increment) between W_j = -1 and +1."""
+    K = 2000
+    rng = np.random.default_rng(7)
+    net = E.EBPNet((jnp.asarray(rng.normal(0, 0.3, (1, K)), jnp.float32),), (jnp.zeros(1),))
+    x = jnp.asarray(np.sign(rng.normal(size=(1, K))), jnp.float32)
+    y = jnp.asarray([[1.0]])
+    new = E.ebp_update(net, x, y, "binary", extra_var=0.0)
+    dh = np.asarray(new.fields[0] - net.fields[0])[0]
+    h, xv = np.asarray(net.fields[0], np.float64)[0], np.asarray(x, np.float64)[0]
+    m = np.tanh(h)
+    mu_all, var_all = m @ xv, np.sum((1 - m ** 2) * xv ** 2)
+    for j in rng.choice(K, 20, replace=False):
+        def lp(wj):
+            mu = (mu_all - m[j] * xv[j] + wj * xv[j]) / math.sqrt(K + 1)
+            var = (var_all - (1 - m[j] ** 2) * xv[j] ** 2) / (K + 1)
+            return log_ndtr64(mu / math.sqrt(var))
+        exact = 0.5 * (lp(1.0) - lp(-1.0))
+        assert abs(dh[j] - exact) < 0.05 * abs(exact) + 1e-6
+
+
+def test_no_nan_for_inputs_of_extreme_magnitude():
+    rng = np.random.default_rng(8)
+    x = jnp.asarray(rng.normal(size=(10, 50)) * 1e4, jnp.float32)
+    y = jnp.asarray(np.sign(rng.normal(size=(10, 1))), jnp.float32)
+    for kind in E.KINDS:
+        net = E.init_ebp(jax.random.key(0), [50, 8, 1])
+        for _ in range(20):
+            net = E.ebp_update(net, x, y, kind)
+        assert all(bool(jnp.isfinite(h).all()) for h in net.fields)
+        assert bool(jnp.isfinite(E.ebp_p(net, x, kind)).all())
+
+
+def test_sparse_and_dense_inputs_train_the_same_network():
+    rng = np.random.default_rng(9)
+    dense = (rng.random((60, 300)) < 0.05) * rng.integers(1, 20, (60, 300))
+    y = np.sign(rng.normal(size=60)).astype(int)
+    for kind in E.KINDS:
+        a, _ = E.train_ebp(E.init_ebp(jax.random.key(0), [300, 7, 1]), dense.astype(float), y, jax.random.key(1),
+                           kind=kind, epochs=2)
+        b, _ = E.train_ebp(E.init_ebp(jax.random.key(0), [300, 7, 1]), sp.csr_array(dense.astype(float)), y,
+                           jax.random.key(1), kind=kind, epochs=2)
+        for u, v in zip(a.fields, b.fields):
+            np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-4, atol=1e-5)
+    a, _ = E.train_bp(E.init_ebp(jax.random.key(0), [300, 7, 1]), dense.astype(float), y, jax.random.key(1), lr=0.01)
+    b, _ = E.train_bp(E.init_ebp(jax.random.key(0), [300, 7, 1]), sp.csr_array(dense.astype(float)), y,
+                      jax.random.key(1), lr=0.01)
+    np.testing.assert_allclose(np.asarray(a.fields[0]), np.asarray(b.fields[0]), rtol=1e-4, atol=1e-6)
+
+
+def test_ebp_learns_a_teacher_sign_network():
+    rng = np.random.default_rng(10)
+    M = 200
+    teacher = np.sign(rng.normal(size=M))
+    x = rng.normal(size=(3000, M))
+    y = np.sign(x @ teacher).astype(int)
+    net, hist = E.train_ebp(E.init_ebp(jax.random.key(0), [M, 1]), x[:2500], y[:2500], jax.random.key(1),
+                            kind="binary", epochs=2, x_test=x[2500:], y_test=y[2500:])
+    assert hist[-1]["EBP-P"] < 0.1
+    assert np.mean(np.sign(np.asarray(net.fields[0][0])) == teacher) > 0.9
+
+
+def test_bad_input_is_refused():
+    net = E.init_ebp(jax.random.key(0), [5, 3, 1])
+    x = np.zeros((4, 5))
+    with pytest.raises(ValueError, match="-1 or \\+1"):
+        E.train_ebp(net, x, np.array([0, 1, 1, 0]), jax.random.key(0), kind="binary")
+    with pytest.raises(ValueError, match="features"):
+        E.train_ebp(net, np.zeros((4, 6)), np.ones(4), jax.random.key(0), kind="binary")
+    with pytest.raises(ValueError, match="finite"):
+        E.train_ebp(net, np.full((4, 5), np.nan), np.ones(4), jax.random.key(0), kind="real")
+    with pytest.raises(ValueError, match="finite"):
+        E.train_ebp(net, sp.csr_array(np.full((4, 5), np.inf)), np.ones(4), jax.random.key(0), kind="real")
+    with pytest.raises(ValueError, match="kind"):
+        E.train_ebp(net, x, np.ones(4), jax.random.key(0), kind="ternary")
+    with pytest.raises(ValueError, match="rows"):
+        E.train_ebp(net, x, np.ones(3), jax.random.key(0), kind="real")
+    with pytest.raises(ValueError, match="loss"):
+        E.train_bp(net, x, np.ones(4), jax.random.key(0), lr=0.1, loss="hinge")
+
+
+def test_folds_and_summary():
+    train, test = E.fold_indices(1943, 7)
+    assert len(np.intersect1d(train, test)) == 0 and len(train) + len(test) == 1943 and test[-1] == 1942
+    rows = [{"task": "t", "fold": f, "method": m, "epoch": e, "EBP-P": 0.1 * e + 0.01 * f, "EBP-D": 0.2, "seconds_per_epoch": 1}
+            for f in range(2) for m in ("Real EBP", "Binary EBP") for e in (1, 2)]
+    rows += [{"task": "t", "fold": f, "method": f"BP ce {lr}", "epoch": 1, "BP": lr, "clipped BP": 0.5,
+              "seconds_per_epoch": 1} for f in range(2) for lr in (0.3, 0.2)]
+    s = E.summarise_ebp_text(rows)["t"]
+    assert s["Real EBP-P"][0] == pytest.approx(100 * 0.105) and s["Real EBP-P"][2] == 2
+    assert s["BP setting"] == "BP ce 0.2" and s["BP"][0] == pytest.approx(20.0)
+
+
+@pytest.mark.skipif(not os.environ.get("LIB_DATA_DIR"), reason="LIB_DATA_DIR not set")
+def test_ebp_text_experiment_end_to_end():
+    from lib.toolkit import EXPERIMENTS
+    config = dict(EXPERIMENTS["ebp-text"].presets["book"], tasks=["reuters_I654_I65"], epochs=1,
+                  bp_learning_rates=[0.1])
+    rows = E.run_ebp_text(config)
+    assert {r["method"] for r in rows} == {"Real EBP", "Binary EBP", "BP ce 0.1", "BP mse 0.1"}
+    s = E.summarise_ebp_text(rows)["reuters_I654_I65"]
+    assert s["Real EBP-P"][0] < 35 and s["Binary EBP-P"][0] < 35
