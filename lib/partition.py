@@ -65,15 +65,15 @@ class RBM(nnx.Module):
     """
 
     def __init__(self, n_visible: int, n_hidden: int, *, rngs: nnx.Rngs, init_scale: float = 0.01,
-                 visible_bias=None):
+                 visible_bias=None, dtype=jnp.float32):
         if n_visible < 1 or n_hidden < 1:
             raise ValueError(f"an RBM needs n_visible, n_hidden >= 1, got {n_visible}, {n_hidden}")
-        self.W = nnx.Param(init_scale * jax.random.normal(rngs.params(), (n_visible, n_hidden)))
-        b = jnp.zeros(n_visible) if visible_bias is None else jnp.asarray(visible_bias, jnp.float32)
+        self.W = nnx.Param(init_scale * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype))
+        b = jnp.zeros(n_visible, dtype) if visible_bias is None else jnp.asarray(visible_bias, dtype)
         if b.shape != (n_visible,):
             raise ValueError(f"visible_bias must have shape ({n_visible},), got {b.shape}")
         self.b = nnx.Param(b)
-        self.c = nnx.Param(jnp.zeros(n_hidden))
+        self.c = nnx.Param(jnp.zeros(n_hidden, dtype))
 
     @property
     def n_visible(self) -> int:
@@ -114,14 +114,15 @@ class RBM(nnx.Module):
         return jax.random.bernoulli(key, jax.nn.sigmoid(self.b[...] + beta * (h @ self.W[...].T))).astype(h.dtype)
 
     def gibbs(self, v, key, beta=1.0, steps: int = 1):
-        """`steps` sweeps v -> h -> v at inverse temperature beta; returns (v, a(v))."""
+        """`steps` sweeps v -> h -> v at inverse temperature beta; returns (v, a(v)), v keeping its dtype."""
         def sweep(carry, k):
             v, a = carry
             kh, kv = jax.random.split(k)
-            v = self.sample_visible(self.sample_hidden(a, kh, beta), kv, beta)
-            return (v, self.hidden_input(v)), None
+            v = self.sample_visible(self.sample_hidden(a, kh, beta), kv, beta).astype(v.dtype)
+            return (v, self.hidden_input(v).astype(a.dtype)), None
 
-        (v, a), _ = jax.lax.scan(sweep, (v, self.hidden_input(v)), jax.random.split(key, steps))
+        a = self.hidden_input(v)
+        (v, a), _ = jax.lax.scan(sweep, (v, a), jax.random.split(key, steps))
         return v, a
 
     def log_prob(self, v, log_z):
@@ -199,8 +200,8 @@ def pt_sweep(rbm: RBM, v, a, betas, key, gibbs_steps: int = 1):
     def sweep(carry, k):
         v, a = carry
         kh, kv = jax.random.split(k)
-        v = rbm.sample_visible(rbm.sample_hidden(a, kh, betas[:, None]), kv, betas[:, None])
-        return (v, rbm.hidden_input(v)), None
+        v = rbm.sample_visible(rbm.sample_hidden(a, kh, betas[:, None]), kv, betas[:, None]).astype(v.dtype)
+        return (v, rbm.hidden_input(v).astype(a.dtype)), None
 
     (v, a), _ = jax.lax.scan(sweep, (v, a), jax.random.split(kg, gibbs_steps))
     v, a, r0 = swap_pass(rbm, v, a, betas, k0, 0)
@@ -241,8 +242,9 @@ class Tracker(NamedTuple):
 
 def tracker_init(n_temps: int, log_z0, *, var: float = 1.0, bias_var: float = 1e-2) -> Tracker:
     """p(x_0): every zeta_i at log_z0 (exact when W = c = 0, close for a small random W), bias 0."""
-    mean = jnp.concatenate([jnp.full(n_temps - 1, log_z0, jnp.float32), jnp.zeros(1)])
-    return Tracker(mean, jnp.diag(jnp.concatenate([jnp.full(n_temps - 1, var), jnp.full(1, bias_var)])))
+    mean = jnp.concatenate([jnp.full(n_temps - 1, log_z0, jnp.float32), jnp.zeros(1, jnp.float32)])
+    variances = jnp.concatenate([jnp.full(n_temps - 1, var, jnp.float32), jnp.full(1, bias_var, jnp.float32)])
+    return Tracker(mean, jnp.diag(variances))
 
 
 def observation_matrices(n_temps: int):
@@ -372,7 +374,7 @@ def sml_pt_step(graphdef, state: SMLState, step, key, x_train, betas, *, lr0, al
     batch = x_train[jax.random.randint(kb, (batch_size,), 0, x_train.shape[0])].astype(jnp.float32)
     lr = learning_rate(step, lr0, alpha)
     grads = jax.grad(_sml_loss)(state.params, graphdef, batch, state.v[0])
-    params = jax.tree.map(lambda p, g: p - lr * g, state.params, grads)
+    params = jax.tree.map(lambda p, g: (p - lr * g).astype(p.dtype), state.params, grads)
     rbm = nnx.merge(graphdef, params)
     a_old = rbm.hidden_input(state.v)                    # X_{t-1} under theta_t
     v, a, swap_rate = pt_sweep(rbm, state.v, a_old, betas, ks, gibbs_steps)

@@ -14,8 +14,8 @@ from lib import partition as P
 def tiny_rbm(n_visible=6, n_hidden=4, seed=0, scale=1.0):
     rbm = P.RBM(n_visible, n_hidden, rngs=nnx.Rngs(seed), init_scale=scale)
     k1, k2 = jax.random.split(jax.random.key(seed + 100))
-    rbm.b[...] = jax.random.normal(k1, (n_visible,))
-    rbm.c[...] = jax.random.normal(k2, (n_hidden,))
+    rbm.b[...] = jax.random.normal(k1, (n_visible,), jnp.float32)
+    rbm.c[...] = jax.random.normal(k2, (n_hidden,), jnp.float32)
     return rbm
 
 
@@ -96,7 +96,7 @@ def test_parallel_tempering_leaves_the_product_distribution_invariant():
 def test_importance_and_bridge_estimates_are_consistent_and_shrink_with_n():
     rbm_a = tiny_rbm(6, 4, seed=1)
     rbm_b = tiny_rbm(6, 4, seed=1)
-    rbm_b.W[...] = rbm_b.W[...] + 0.1 * jax.random.normal(jax.random.key(9), rbm_b.W.shape)
+    rbm_b.W[...] = rbm_b.W[...] + 0.1 * jax.random.normal(jax.random.key(9), rbm_b.W.shape, jnp.float32)
     za, fa, V, _, _ = brute_force(rbm_a, 1.0)
     zb, fb, _, _, _ = brute_force(rbm_b, 1.0)
     pa = np.exp(-fa - za)
