@@ -209,3 +209,36 @@ def test_ebp_text_experiment_end_to_end():
     assert {r["method"] for r in rows} == {"Real EBP", "Binary EBP", "BP ce 0.1", "BP mse 0.1"}
     s = E.summarise_ebp_text(rows)["reuters_I654_I65"]
     assert s["Real EBP-P"][0] < 35 and s["Binary EBP-P"][0] < 35
+
+
+def test_ensemble_of_sampled_networks_matches_the_forward_mean_and_the_map_network():
+    rng = np.random.default_rng(11)
+    K = 400
+    x = jnp.asarray(rng.normal(size=(3, K)), jnp.float32)
+    for kind in E.KINDS:
+        net = E.EBPNet((jnp.asarray(rng.normal(0, 0.5, (1, K)), jnp.float32),), (jnp.asarray([0.3]),))
+        vote = np.asarray(E.ebp_ensemble(net, x, kind, jax.random.key(0), n_networks=4000))
+        # one layer, large fan-in: the mean output sign over sampled networks is <v_L> of eq. 4.1
+        np.testing.assert_allclose(vote, np.asarray(E.ebp_p(net, x, kind, extra_var=0.0)), atol=0.05)
+    # nearly deterministic binary posteriors: every sampled network is the MAP network of EBP-D
+    sure = E.EBPNet((jnp.asarray(np.sign(rng.normal(size=(5, K))) * 20, jnp.float32),
+                     jnp.asarray(np.sign(rng.normal(size=(1, 5))) * 20, jnp.float32)), (jnp.zeros(5), jnp.zeros(1)))
+    vote = np.asarray(E.ebp_ensemble(sure, x, "binary", jax.random.key(1), n_networks=8))
+    np.testing.assert_array_equal(vote, np.sign(np.asarray(E.ebp_d(sure, x, "binary"))))
+
+
+def test_bp_update_is_a_gradient_step_on_the_written_out_loss():
+    rng = np.random.default_rng(12)
+    net = E.init_ebp(jax.random.key(0), [6, 4, 1])
+    x = jnp.asarray(rng.normal(size=(5, 6)), jnp.float32)
+    y = jnp.asarray(np.sign(rng.normal(size=(5, 1))), jnp.float32)
+    for loss in ("ce", "mse"):
+        def written_out(params):
+            w1, b1, w2, b2 = params
+            f = jnp.tanh(x @ w1.T + b1) @ w2.T + b2
+            return jnp.mean(jnp.log1p(jnp.exp(-y * f))) if loss == "ce" else jnp.mean((jnp.tanh(f) - y) ** 2)
+        params = (net.fields[0], net.biases[0], net.fields[1], net.biases[1])
+        grads = jax.grad(written_out)(params)
+        new = E.bp_update(net, x, y, 0.1, loss)
+        for got, p, g in zip((new.fields[0], new.biases[0], new.fields[1], new.biases[1]), params, grads):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(p - 0.1 * g), rtol=1e-5, atol=1e-6)
