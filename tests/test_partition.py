@@ -292,3 +292,19 @@ def test_partition_uci_and_large_experiments_end_to_end(data_dir_set):
     assert abs(final["test_ll_tracked"] - final["test_ll_ais"]) < 2.0
     with pytest.raises(ValueError, match="unknown dataset"):
         P.run_partition_large(dict(EXPERIMENTS["partition-large"].presets["book"], datasets=["cifar"]))
+
+
+def test_rbm_gibbs_leaves_the_model_invariant_and_log_prob_normalises():
+    rbm = tiny_rbm(4, 3, seed=5)
+    for beta in (1.0, 0.5):
+        log_z, free, V, _, _ = brute_force(rbm, beta)
+        p = np.exp(-free - log_z)
+        if beta == 1.0:   # log p(v) = -F(v) - log Z sums to one over all v
+            lp = np.asarray(rbm.log_prob(jnp.asarray(V, jnp.float32), P.exact_log_z(rbm)))
+            assert abs(np.exp(lp.astype(np.float64)).sum() - 1) < 1e-4
+        n = 40000
+        start = jnp.asarray(V[np.random.default_rng(0).choice(16, size=n, p=p)], jnp.float32)
+        v, a = rbm.gibbs(start, jax.random.key(3), beta, steps=2)
+        np.testing.assert_allclose(np.asarray(a), np.asarray(rbm.hidden_input(v)), atol=1e-5)
+        counts = np.bincount((np.asarray(v) @ (2 ** np.arange(3, -1, -1))).astype(int), minlength=16)
+        assert np.sum((counts - n * p) ** 2 / (n * p)) < 45.0   # 15 dof: p < 1e-4 under the null
