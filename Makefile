@@ -80,7 +80,7 @@ $(FLOOR)/.installed: pyproject.toml tests/floor-constraints.txt
 	touch $@
 
 test-floor: $(FLOOR)/.installed
-	$(FLOOR)/bin/python -m pytest tests/test_toolkit.py tests/test_dgp.py tests/test_darn.py tests/test_partition.py tests/test_ebp.py tests/test_data.py -q
+	$(FLOOR)/bin/python -m pytest tests/test_toolkit.py tests/test_dgp.py tests/test_darn.py tests/test_partition.py tests/test_ebp.py tests/test_nram.py tests/test_data.py -q
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do $(PY) $$f || exit 1; done

@@ -10,6 +10,7 @@ imported on first use, so `import lib` stays light:
     partition RBMs trained by SML with parallel tempering; log Z tracked by IS, bridge
               sampling and a Kalman filter; exact log Z; AIS
     ebp       expectation backpropagation: binary / real weights, sparse inputs, BP baseline
+    nram      neural random-access machines: gates on distributions, fuzzy and discretised machines, tasks
     dgp       deep Gaussian processes, doubly stochastic variational inference
 """
 
@@ -17,7 +18,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-MODULES = ("data", "toolkit", "darn", "partition", "ebp", "dgp")
+MODULES = ("data", "toolkit", "darn", "partition", "ebp", "nram", "dgp")
 __all__ = ["__version__", *MODULES]
 
 

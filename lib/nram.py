@@ -1,0 +1,1075 @@
+# GENERATED FILE: do not edit. Source: book/nram.md. Edit the chapter, then run `make export`.
+# (tools/export.py copies the chapter's exported cells here, in order.)
+
+
+# %% book/nram.md
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from functools import partial
+from typing import Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from lib.toolkit import check_array
+from lib.toolkit import experiment as _experiment
+
+
+# %% book/nram.md
+MODULES = ("READ", "ZERO", "ONE", "TWO", "INC", "ADD", "SUB", "DEC", "LESSTHAN", "LESSOREQUALTHAN",
+           "EQUALITYTEST", "MIN", "MAX", "WRITE")
+"""The fourteen modules of Sec. 4.3, in the paper's order."""
+
+ARITY = {"READ": 1, "ZERO": 0, "ONE": 0, "TWO": 0, "INC": 1, "ADD": 2, "SUB": 2, "DEC": 1, "LESSTHAN": 2,
+         "LESSOREQUALTHAN": 2, "EQUALITYTEST": 2, "MIN": 2, "MAX": 2, "WRITE": 2}
+"""How many of its two inputs a module uses (the paper's modules all take two and ignore the rest)."""
+
+
+def module_int(name: str, a, b, M: int):
+    """Module `name` on integers (numpy or jax arrays, or Python ints) a, b in {0..M-1} (Sec. 4.3).
+
+    READ and WRITE touch the memory and are handled by the machines; WRITE itself returns 0.
+    """
+    xp = jnp if isinstance(a, jax.Array) or isinstance(b, jax.Array) else np
+    if name in ("ZERO", "WRITE"):
+        return a * 0
+    if name == "ONE":
+        return a * 0 + 1
+    if name == "TWO":
+        return a * 0 + 2
+    if name == "INC":
+        return (a + 1) % M
+    if name == "DEC":
+        return (a - 1) % M
+    if name == "ADD":
+        return (a + b) % M
+    if name == "SUB":
+        return (a - b) % M
+    if name == "LESSTHAN":
+        return (xp.asarray(a) < b) * 1
+    if name == "LESSOREQUALTHAN":
+        return (xp.asarray(a) <= b) * 1
+    if name == "EQUALITYTEST":
+        return (xp.asarray(a) == b) * 1
+    if name == "MIN":
+        return xp.minimum(a, b)
+    if name == "MAX":
+        return xp.maximum(a, b)
+    raise ValueError(f"module must be one of {MODULES[1:-1]}, got {name!r}")
+
+
+# %% book/nram.md
+def _boolean(p: jax.Array, M: int) -> jax.Array:
+    """The distribution of a {0, 1} value that is 1 with probability p (shape (...,)) -> (..., M)."""
+    return jnp.concatenate([(1 - p)[..., None], p[..., None], jnp.zeros((*p.shape, M - 2), p.dtype)], -1)
+
+
+def _shifted(b: jax.Array, sign: int) -> jax.Array:
+    """(..., M, M) with [..., c, x] = b[(c - x) mod M] (sign=+1) or b[(x - c) mod M] (sign=-1): a gather of constant indices."""
+    M = b.shape[-1]
+    c, x = np.meshgrid(np.arange(M), np.arange(M), indexing="ij")
+    return b[..., (sign * (c - x)) % M]
+
+
+@jax.custom_vjp
+def circular_add(a: jax.Array, b: jax.Array) -> jax.Array:
+    """P(A + B = c mod M) = sum_x a_x b_{(c - x) mod M}: ADD on distributions (..., M), in M^2."""
+    return jnp.einsum("...x,...cx->...c", a, _shifted(b, 1))
+
+
+@jax.custom_vjp
+def circular_sub(a: jax.Array, b: jax.Array) -> jax.Array:
+    """P(A - B = c mod M) = sum_x a_x b_{(x - c) mod M}: SUB on distributions (..., M), in M^2."""
+    return jnp.einsum("...x,...cx->...c", a, _shifted(b, -1))
+
+
+# The adjoint of a circular convolution is a circular correlation and vice versa. Written out, the backward
+# pass is two more gathers instead of the scatter-adds that autodiff of a gather produces (slow on CPU).
+circular_add.defvjp(lambda a, b: (circular_add(a, b), (a, b)),
+                    lambda res, g: (circular_sub(g, res[1]), circular_sub(g, res[0])))
+circular_sub.defvjp(lambda a, b: (circular_sub(a, b), (a, b)),
+                    lambda res, g: (circular_add(g, res[1]), circular_sub(res[0], g)))
+
+
+def _upper(M: int, dtype) -> jax.Array:
+    return jnp.asarray(np.triu(np.ones((M, M))), dtype)  # [x, y] = [x <= y]
+
+
+def module_dist(name: str, a: jax.Array | None, b: jax.Array | None, like: jax.Array) -> jax.Array:
+    """Module `name` on independent distributions a, b of shape (..., M): eq. 2 without the M^3 sum.
+
+    like: an array of the output's shape and dtype (for the constants). Sec. 1 derives each case.
+    Cumulative sums are products with a triangular matrix (a cumsum is slower on CPU).
+    """
+    M = like.shape[-1]
+    if name in ("ZERO", "ONE", "TWO", "WRITE"):
+        value = {"ZERO": 0, "WRITE": 0, "ONE": 1, "TWO": 2}[name]
+        return jnp.broadcast_to(jax.nn.one_hot(value, M, dtype=like.dtype), like.shape)
+    if name == "INC":
+        return jnp.roll(a, 1, axis=-1)
+    if name == "DEC":
+        return jnp.roll(a, -1, axis=-1)
+    if name == "ADD":
+        return circular_add(a, b)
+    if name == "SUB":
+        return circular_sub(a, b)
+    if name == "EQUALITYTEST":
+        return _boolean(jnp.sum(a * b, -1), M)
+    upper = _upper(M, a.dtype)
+    cdf_a = a @ upper  # F_a(y) = sum_{x <= y} a_x
+    if name == "LESSTHAN":
+        return _boolean(jnp.sum(b * (cdf_a - a), -1), M)
+    if name == "LESSOREQUALTHAN":
+        return _boolean(jnp.sum(b * cdf_a, -1), M)
+    if name == "MIN":  # P(min >= c) = S_a(c) S_b(c), S(c) = sum_{x >= c}
+        tail = (a @ upper.T) * (b @ upper.T)
+        return tail - jnp.concatenate([tail[..., 1:], jnp.zeros_like(tail[..., :1])], -1)
+    if name == "MAX":  # P(max <= c) = F_a(c) F_b(c)
+        head = cdf_a * (b @ upper)
+        return head - jnp.concatenate([jnp.zeros_like(head[..., :1]), head[..., :-1]], -1)
+    raise ValueError(f"module must be one of {MODULES[1:-1]}, got {name!r}")
+
+
+# %% book/nram.md
+def read(memory: jax.Array, p: jax.Array) -> jax.Array:
+    """READ (Sec. 3.2): M^T p, the value under fuzzy address p. memory (..., M, M), p (..., M) -> (..., M)."""
+    return jnp.einsum("...ij,...i->...j", memory, p)
+
+
+def write(memory: jax.Array, p: jax.Array, a: jax.Array) -> jax.Array:
+    """WRITE (eq. nram-write): cell i takes value a with probability p_i. memory (..., M, M), p, a (..., M)."""
+    return (1 - p)[..., :, None] * memory + p[..., :, None] * a[..., None, :]
+
+
+# %% book/nram.md
+@dataclasses.dataclass(frozen=True)
+class NRAMSpec:
+    """The machine's fixed part (Sec. 3): the gate list (READ/WRITE included; may repeat) and R registers."""
+
+    modules: tuple[str, ...] = MODULES
+    registers: int = 4
+
+    def __post_init__(self):
+        unknown = [m for m in self.modules if m not in ARITY]
+        if unknown:
+            raise ValueError(f"modules must be names from {MODULES}, got {unknown}")
+        if not isinstance(self.registers, int) or self.registers < 1:
+            raise ValueError(f"registers must be a positive integer, got {self.registers!r}")
+        object.__setattr__(self, "modules", tuple(self.modules))
+
+    @property
+    def num_values(self) -> int:
+        """R + Q: the registers and the gate outputs, the values a register can take next."""
+        return self.registers + len(self.modules)
+
+    @property
+    def layout(self) -> "CircuitLayout":
+        return circuit_layout(self)
+
+
+class CircuitLayout(NamedTuple):
+    """Where each choice sits in the controller's logits vector (Sec. 1).
+
+    args[i]: for gate i, one (start, size) per input it uses, size = R + i (eq. 1);
+    outs: start of the R x (R + Q) register logits (eq. 3); finish: index of the finish logit (Sec. 3.3).
+    """
+
+    args: tuple
+    outs: int
+    finish: int
+    size: int
+
+
+def circuit_layout(spec: NRAMSpec) -> CircuitLayout:
+    """The CircuitLayout of `spec`."""
+    args, start, R = [], 0, spec.registers
+    for i, name in enumerate(spec.modules):
+        args.append(tuple((start + k * (R + i), R + i) for k in range(ARITY[name])))
+        start += ARITY[name] * (R + i)
+    outs = start
+    finish = outs + R * spec.num_values
+    return CircuitLayout(tuple(args), outs, finish, finish + 1)
+
+
+# %% book/nram.md
+@partial(jax.custom_vjp, nondiff_argnums=(1,))
+def clip_gradient(x: jax.Array, bound: float) -> jax.Array:
+    """Identity forward; backward, each coordinate of the incoming gradient clipped to [-bound, bound] (Sec. 4.1)."""
+    return x
+
+
+def _clip_fwd(x, bound):
+    return x, None
+
+
+def _clip_bwd(bound, _, g):
+    return (jnp.clip(g, -bound, bound),)
+
+
+clip_gradient.defvjp(_clip_fwd, _clip_bwd)
+
+
+def renormalise(x: jax.Array) -> jax.Array:
+    """x / sum(x) over the last axis (negatives clipped to 0) forward; the identity backward (Sec. 4.1, fn. 5)."""
+    x_pos = jnp.maximum(x, 0)
+    return x + jax.lax.stop_gradient(x_pos / jnp.sum(x_pos, -1, keepdims=True) - x)
+
+
+def safe_log(x: jax.Array, eps: float) -> jax.Array:
+    """log(max(x, eps)) (Sec. 4.1, "Limiting the values of logarithms")."""
+    return jnp.log(jnp.maximum(x, eps))
+
+
+# %% book/nram.md
+def _entropy(w: jax.Array, eps: float) -> jax.Array:
+    return -jnp.sum(w * safe_log(w, eps), -1)
+
+
+def fuzzy_step(spec: NRAMSpec, registers: jax.Array, memory: jax.Array, logits: jax.Array, *,
+               clip: float | None = None, eps: float = 1e-6, hard: bool = False):
+    """One timestep of the fuzzy machine (eq. 1-3 with READ/WRITE of Sec. 3.2).
+
+    registers (B, R, M), memory (B, M, M), logits (B, layout.size). clip: C1, the bound on the
+    gradient of every activation (None: no clipping). hard: replace each softmax by a one-hot of its
+    argmax (the discretised controller of Sec. 3.4, still on distributions). Returns
+    (registers, memory, finish logit (B,), summed entropy of the controller's choices (B,), values
+    (B, R + Q, M): the registers and gate outputs of this step).
+    """
+    layout, R = spec.layout, spec.registers
+    choose = (lambda z: jax.nn.one_hot(jnp.argmax(z, -1), z.shape[-1], dtype=z.dtype)) if hard else jax.nn.softmax
+    keep = (lambda x: clip_gradient(x, clip)) if clip is not None else (lambda x: x)
+    values = [registers[:, j] for j in range(R)]
+    entropy = jnp.zeros(logits.shape[0], logits.dtype)
+    for i, name in enumerate(spec.modules):
+        inputs = []
+        for start, size in layout.args[i]:
+            w = renormalise(choose(logits[:, start:start + size]))
+            entropy = entropy + _entropy(w, eps)
+            inputs.append(jnp.einsum("bk,kbm->bm", w, jnp.stack(values[:size])))
+        if name == "READ":
+            out = read(memory, inputs[0])
+        elif name == "WRITE":
+            memory = keep(write(memory, inputs[0], inputs[1]))
+            out = module_dist("ZERO", None, None, registers[:, 0])
+        else:
+            inputs += [None] * (2 - len(inputs))
+            out = module_dist(name, inputs[0], inputs[1], registers[:, 0])
+        values.append(keep(renormalise(out)))
+    values = jnp.stack(values, 1)
+    c = renormalise(choose(logits[:, layout.outs:layout.finish].reshape(-1, R, spec.num_values)))
+    entropy = entropy + jnp.sum(_entropy(c, eps), -1)
+    registers = keep(renormalise(jnp.einsum("brk,bkm->brm", c, values)))
+    return registers, memory, logits[:, layout.finish], entropy, values
+
+
+# %% book/nram.md
+def discrete_step(spec: NRAMSpec, registers: jax.Array, memory: jax.Array, logits: jax.Array):
+    """One timestep of the discretised machine (Sec. 3.4) for one example.
+
+    registers (R,) and memory (M,) integers, logits (layout.size,). Returns (registers, memory,
+    finish (bool), values (R + Q,): registers then gate outputs, inputs (Q, 2): each gate's inputs, -1 if unused).
+    """
+    layout, R, M = spec.layout, spec.registers, memory.shape[0]
+    values = jnp.zeros(spec.num_values, registers.dtype).at[:R].set(registers)
+    inputs = []
+    for i, name in enumerate(spec.modules):
+        x = [values[jnp.argmax(logits[start:start + size])] for start, size in layout.args[i]]
+        inputs.append(jnp.stack(x + [jnp.asarray(-1, registers.dtype)] * (2 - len(x))))
+        if name == "READ":
+            out = memory[x[0]]
+        elif name == "WRITE":
+            memory = memory.at[x[0]].set(x[1])
+            out = jnp.zeros((), registers.dtype)
+        else:
+            x += [jnp.zeros((), registers.dtype)] * (2 - len(x))
+            out = module_int(name, x[0], x[1], M).astype(registers.dtype)
+        values = values.at[R + i].set(out)
+    choice = jnp.argmax(logits[layout.outs:layout.finish].reshape(R, spec.num_values), -1)
+    return values[choice], memory, logits[layout.finish] > 0, values, jnp.stack(inputs)
+
+
+def run_discrete(spec: NRAMSpec, policy: Callable, memory: jax.Array, timesteps: int, carry=()):
+    """Run the discretised machine on one example until the policy finishes or `timesteps` pass.
+
+    policy(bits (R,), carry) -> (logits (layout.size,), carry): bits are [r_j == 0] (Sec. 3.1).
+    memory (M,) integers. Returns (memory at the finishing step, number of steps run).
+    """
+    R = spec.registers
+
+    def body(state):
+        t, registers, memory, carry, _ = state
+        logits, carry = policy((registers == 0).astype(jnp.float32), carry)
+        registers, memory, finish, _, _ = discrete_step(spec, registers, memory, logits)
+        return t + 1, registers, memory, carry, finish
+
+    def cond(state):
+        t, _, _, _, finished = state
+        return (t < timesteps) & ~finished
+
+    start = (jnp.zeros((), jnp.int32), jnp.zeros(R, memory.dtype), memory, carry, jnp.zeros((), bool))
+    t, _, memory, _, _ = jax.lax.while_loop(cond, body, start)
+    return memory, t
+
+
+# %% book/nram.md
+def _value_index(spec: NRAMSpec, ref) -> int:
+    if isinstance(ref, (int, np.integer)):
+        return int(ref)
+    if isinstance(ref, str) and ref[:1] == "r" and ref[1:].isdigit() and 1 <= int(ref[1:]) <= spec.registers:
+        return int(ref[1:]) - 1
+    if ref in spec.modules:
+        return spec.registers + spec.modules.index(ref)
+    raise ValueError(f"a circuit input must be 'r1'..'r{spec.registers}', a module of {spec.modules} or an index, got {ref!r}")
+
+
+def program_logits(spec: NRAMSpec, inputs: dict, registers: Sequence, finish: bool, scale: float = 30.0) -> np.ndarray:
+    """Logits (layout.size,) of a hand-written circuit (Sec. 1).
+
+    inputs: module name -> its inputs (a name or a tuple of names: "r1".., module names); modules not
+    given take r1. registers: the R new register values. finish: the finish decision.
+    """
+    layout = spec.layout
+    out = np.zeros(layout.size, np.float32)
+    unknown = set(inputs) - set(spec.modules)
+    if unknown:
+        raise ValueError(f"inputs names modules {sorted(unknown)} that are not in the spec")
+    for i, name in enumerate(spec.modules):
+        refs = inputs.get(name, ("r1",) * ARITY[name]) if name not in spec.modules[:i] else ("r1",) * ARITY[name]
+        refs = (refs,) if isinstance(refs, (str, int)) else tuple(refs)
+        if len(refs) != ARITY[name]:
+            raise ValueError(f"module {name} takes {ARITY[name]} inputs, got {refs}")
+        for (start, size), ref in zip(layout.args[i], refs):
+            k = _value_index(spec, ref)
+            if not 0 <= k < size:
+                raise ValueError(f"module {name} (position {i}) can only use the registers and earlier modules, got {ref!r}")
+            out[start + k] = scale
+    if len(registers) != spec.registers:
+        raise ValueError(f"registers must give {spec.registers} new values, got {len(registers)}")
+    for j, ref in enumerate(registers):
+        out[layout.outs + j * spec.num_values + _value_index(spec, ref)] = scale
+    out[layout.finish] = scale if finish else -scale
+    return out
+
+
+# %% book/nram.md
+def copy_program(spec: NRAMSpec) -> Callable:
+    """A hand-written policy that solves Copy (Sec. 1 of the chapter): r3 source pointer, r2 the offset n,
+    r1 = [something left to copy]. Needs R >= 4 and the modules READ, DEC, ADD, INC, LESSOREQUALTHAN, WRITE, ONE."""
+    init = program_logits(spec, {"READ": "r3", "DEC": "READ", "WRITE": ("r3", "READ")},
+                          registers=["ONE", "DEC", "ONE", "r4"], finish=False)   # r2 = mem[0] - 1 = n, r3 = 1
+    step = program_logits(spec, {"READ": "r3", "ADD": ("r3", "r2"), "WRITE": ("ADD", "READ"), "INC": "r3",
+                                 "LESSOREQUALTHAN": ("INC", "r2")},
+                          registers=["LESSOREQUALTHAN", "r2", "INC", "r4"], finish=False)  # mem[r3 + n] = mem[r3]
+    done = program_logits(spec, {"READ": "r3", "WRITE": ("r3", "READ")},          # write a cell back: no change
+                          registers=["r1", "r2", "r3", "r4"], finish=True)
+    init, step, done = map(jnp.asarray, (init, step, done))
+
+    def policy(bits, carry):
+        """bits[j] = 1 when r_{j+1} == 0; works on (R,) and (B, R)."""
+        first, finished = bits[..., 2:3] > 0.5, bits[..., 0:1] > 0.5
+        return jnp.where(first, init, jnp.where(finished, done, step)), carry
+
+    return policy
+
+
+# %% book/nram.md
+class Example(NamedTuple):
+    """One task instance (Sec. 2): memory (M,) input, target (M,) expected memory, mask (M,) cells to modify."""
+
+    memory: np.ndarray
+    target: np.ndarray
+    mask: np.ndarray
+
+
+def _values(rng, size, M, top=None):
+    return rng.integers(1, (M if top is None else top), size=size)
+
+
+def _example(memory, target_cells: dict, M) -> Example:
+    memory = np.asarray(memory, np.int32)
+    target, mask = memory.copy(), np.zeros(M, bool)
+    for cell, value in target_cells.items():
+        target[cell], mask[cell] = value, True
+    return Example(memory, target, mask)
+
+
+def _tape(M, *cells):
+    memory = np.zeros(M, np.int32)
+    memory[:len(cells)] = cells
+    return memory
+
+
+def _gen_access(n, M, rng):
+    A, k = _values(rng, n, M), rng.integers(1, n + 1)
+    memory = _tape(M, k, *A)
+    return _example(memory, {0: memory[k]}, M)
+
+
+def _gen_increment(n, M, rng):
+    A = _values(rng, n, M, top=M - 1)
+    return _example(_tape(M, *A), {i: A[i] + 1 for i in range(n)}, M)
+
+
+def _gen_copy(n, M, rng, reverse=False):
+    A = _values(rng, n, M)
+    return _example(_tape(M, n + 1, *A), {n + 1 + i: (A[::-1] if reverse else A)[i] for i in range(n)}, M)
+
+
+def _gen_swap(n, M, rng):
+    A = _values(rng, n + 1, M)
+    p, q = np.sort(rng.choice(np.arange(2, n + 3), 2, replace=False))
+    memory = _tape(M, p, q, *A)
+    return _example(memory, {p: memory[q], q: memory[p]}, M)
+
+
+def _gen_permutation(n, M, rng):
+    P, A = rng.permutation(n), _values(rng, n, M)
+    return _example(_tape(M, n + 1, *P, *A), {1 + i: A[P[i]] for i in range(n)}, M)
+
+
+def _linked_list(n, M, rng, first):
+    """n nodes (next, value) at random even offsets from `first`; returns (memory, node addresses, values)."""
+    slots = (M - first) // 2
+    addresses = first + 2 * rng.choice(slots, n, replace=False)
+    values = _values(rng, n, M)
+    memory = np.zeros(M, np.int32)
+    for i, address in enumerate(addresses):
+        memory[address] = addresses[i + 1] if i + 1 < n else 0
+        memory[address + 1] = values[i]
+    return memory, addresses, values
+
+
+def _gen_listk(n, M, rng):
+    memory, addresses, values = _linked_list(n, M, rng, 3)
+    k = rng.integers(0, n)
+    memory[:3] = addresses[0], k, 0
+    return _example(memory, {2: values[k]}, M)
+
+
+def _gen_listsearch(n, M, rng):
+    memory, addresses, values = _linked_list(n, M, rng, 3)
+    used = np.zeros(M, bool)
+    used[:3] = True
+    used[addresses], used[addresses + 1] = True, True
+    memory[~used] = _values(rng, int((~used).sum()), M)  # trash
+    v = values[rng.integers(0, n)]
+    memory[:3] = addresses[0], v, 0
+    return _example(memory, {2: addresses[np.argmax(values == v)]}, M)
+
+
+def _gen_merge(n, M, rng):
+    n_a = rng.integers(0, n + 1)
+    A, B = np.sort(_values(rng, n_a, M, top=M - 1)), np.sort(_values(rng, n - n_a, M, top=M - 1))
+    a, b = 3, 3 + n_a + 1
+    o = b + (n - n_a) + 1
+    merged = np.sort(np.concatenate([A, B]))
+    return _example(_tape(M, a, b, o, *A, M - 1, *B, M - 1), {o + i: merged[i] for i in range(n)}, M)
+
+
+def _gen_walkbst(n, M, rng):
+    keys = rng.choice(np.arange(1, M), n, replace=False)
+    first = 3 + n  # after root, out, a path of at most n - 1 steps and its NULL
+    addresses = first + 3 * rng.choice((M - first) // 3, n, replace=False)
+    memory = np.zeros(M, np.int32)
+    left, right = {}, {}
+    for i in range(1, n):  # insert keys[i] into the tree rooted at node 0
+        node = 0
+        while True:
+            side = left if keys[i] < keys[node] else right
+            if node not in side:
+                side[node] = i
+                break
+            node = side[node]
+    for i in range(n):
+        memory[addresses[i]:addresses[i] + 3] = keys[i], addresses[left[i]] if i in left else 0, \
+            addresses[right[i]] if i in right else 0
+    path, node = [], 0
+    length = rng.integers(0, n)
+    while len(path) < length and (node in left or node in right):
+        go_right = node not in left or (node in right and rng.random() < 0.5)
+        path.append(2 if go_right else 1)
+        node = (right if go_right else left)[node]
+    memory[0], memory[1] = addresses[0], 0
+    memory[2:2 + len(path)] = path
+    return _example(memory, {1: keys[node]}, M)
+
+
+class Task(NamedTuple):
+    """A task of Sec. 4.2: generate(n, M, rng) -> Example, and the smallest tape for difficulty n."""
+
+    name: str
+    generate: Callable
+    min_memory: Callable
+
+
+TASKS = {t.name: t for t in (
+    Task("access", _gen_access, lambda n: n + 2),
+    Task("increment", _gen_increment, lambda n: n + 1),
+    Task("copy", _gen_copy, lambda n: 2 * n + 1),
+    Task("reverse", partial(_gen_copy, reverse=True), lambda n: 2 * n + 1),
+    Task("swap", _gen_swap, lambda n: n + 4),
+    Task("permutation", _gen_permutation, lambda n: 2 * n + 1),
+    Task("listk", _gen_listk, lambda n: 3 + 2 * n),
+    Task("listsearch", _gen_listsearch, lambda n: 3 + 2 * n),
+    Task("merge", _gen_merge, lambda n: 2 * n + 5),
+    Task("walkbst", _gen_walkbst, lambda n: 3 + n + 3 * n),
+)}
+"""The ten tasks of Sec. 4.2 by name; the first five are the paper's "easy" ones."""
+
+EASY_TASKS = ("access", "increment", "copy", "reverse", "swap")
+HARD_TASKS = ("permutation", "listk", "listsearch", "merge", "walkbst")
+
+
+def make_batch(task: str, difficulties: Sequence[int], memory_size: int, rng: np.random.Generator) -> Example:
+    """A batch of examples (arrays (B, M)) of `task`, one per difficulty, on tapes of `memory_size` cells."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
+    spec = TASKS[task]
+    difficulties = [int(d) for d in difficulties]
+    if not difficulties or min(difficulties) < 1:
+        raise ValueError(f"difficulties must be integers >= 1, got {difficulties}")
+    need = spec.min_memory(max(difficulties))
+    if memory_size < max(need, 3):
+        raise ValueError(f"task {task} at difficulty {max(difficulties)} needs a tape of at least "
+                         f"{max(need, 3)} cells, got memory_size={memory_size}")
+    examples = [spec.generate(d, memory_size, rng) for d in difficulties]
+    return Example(*(np.stack(x) for x in zip(*examples)))
+
+
+# %% book/nram.md
+class MLPController(nnx.Module):
+    """Feedforward controller (Sec. 4.1): P(r_j = 0) (B, R) -> circuit logits (B, layout.size), two ReLU layers."""
+
+    def __init__(self, spec: NRAMSpec, hidden: int, *, rngs: nnx.Rngs):
+        self.l1 = nnx.Linear(spec.registers, hidden, rngs=rngs)
+        self.l2 = nnx.Linear(hidden, hidden, rngs=rngs)
+        self.out = nnx.Linear(hidden, spec.layout.size, rngs=rngs)
+
+    def initial_carry(self, batch: int):
+        return ()
+
+    def __call__(self, bits: jax.Array, carry=()):
+        h = jax.nn.relu(self.l2(jax.nn.relu(self.l1(bits))))
+        return self.out(h), carry
+
+
+class LSTMController(nnx.Module):
+    """Recurrent controller (Sec. 4.1): a ReLU layer, an LSTM cell, a linear read-out to the circuit logits."""
+
+    def __init__(self, spec: NRAMSpec, hidden: int, *, rngs: nnx.Rngs):
+        self.hidden = hidden
+        self.l1 = nnx.Linear(spec.registers, hidden, rngs=rngs)
+        self.cell = nnx.LSTMCell(hidden, hidden, rngs=rngs)
+        self.out = nnx.Linear(hidden, spec.layout.size, rngs=rngs)
+
+    def initial_carry(self, batch: int):
+        zeros = jnp.zeros((batch, self.hidden), jnp.float32)
+        return (zeros, zeros)
+
+    def __call__(self, bits: jax.Array, carry):
+        carry, h = self.cell(carry, jax.nn.relu(self.l1(bits)))
+        return self.out(h), carry
+
+
+# %% book/nram.md
+def finish_probabilities(finish_logits: jax.Array) -> jax.Array:
+    """p_t of Sec. 3.3 from the finish logits x_t (T, ...): f_t prod_{s<t}(1 - f_s), and p_T takes the rest."""
+    log_stop, log_go = jax.nn.log_sigmoid(finish_logits), jax.nn.log_sigmoid(-finish_logits)
+    before = jnp.cumsum(log_go, 0) - log_go  # sum_{s<t} log(1 - f_s)
+    last = jnp.arange(finish_logits.shape[0]).reshape(-1, *[1] * (finish_logits.ndim - 1)) == finish_logits.shape[0] - 1
+    return jnp.exp(jnp.where(last, before, log_stop + before))
+
+
+def finish_step(finish_logits: jax.Array) -> jax.Array:
+    """The step at which a machine stops (Sec. 3.3): the first t with f_t > 1/2, else the last. (T, B) -> (B,)."""
+    stop = (finish_logits > 0).at[-1].set(True)
+    return jnp.argmax(stop, 0)
+
+
+class Run(NamedTuple):
+    """Per-timestep record of a fuzzy run (T, B, ...): log M_{i, y_i} per cell, each cell's most likely
+    value, finish logits, entropy of the controller's choices."""
+
+    log_target: jax.Array
+    argmax: jax.Array
+    finish_logits: jax.Array
+    entropy: jax.Array
+
+
+def _initial_state(spec: NRAMSpec, memory: jax.Array, dtype=jnp.float32):
+    B, M = memory.shape
+    registers = jnp.zeros((B, spec.registers, M), dtype).at[:, :, 0].set(1)
+    return registers, jax.nn.one_hot(memory, M, dtype=dtype)
+
+
+def run_fuzzy(spec: NRAMSpec, controller: Callable, memory: jax.Array, target: jax.Array, timesteps: int, *,
+              carry=(), clip: float | None = None, eps: float = 1e-6, hard: bool = False, dtype=jnp.float32) -> Run:
+    """Unroll the fuzzy machine for `timesteps` steps in lax.scan (Sec. 3).
+
+    controller(bits (B, R), carry) -> (logits (B, size), carry): an NNX controller or a policy.
+    memory, target: (B, M) integers (registers start at 0, Sec. 3.3). dtype: of the distributions (the
+    controller's logits are cast to it). Returns a Run of (T, B, ...) arrays.
+    """
+    if not isinstance(timesteps, (int, np.integer)) or timesteps < 1:
+        raise ValueError(f"timesteps must be a positive integer, got {timesteps!r}")
+    memory = check_array(memory, "memory", ndim=2, dtype="integer")
+    target = check_array(target, "target", shape=memory.shape, dtype="integer")
+    if memory.shape[1] < 3:
+        raise ValueError(f"the tape needs at least 3 cells (the constant TWO), got M={memory.shape[1]}")
+    if isinstance(controller, nnx.Module):
+        graphdef, state = nnx.split(controller)
+        call = lambda bits, c: nnx.merge(graphdef, state)(bits, c)  # noqa: E731
+    else:
+        call = controller
+    registers, tape = _initial_state(spec, memory, dtype)
+
+    def body(state, _):
+        registers, tape, carry = state
+        logits, carry = call(registers[:, :, 0], carry)
+        logits = logits.astype(dtype)
+        registers, tape, finish, entropy, _ = fuzzy_step(spec, registers, tape, logits, clip=clip, eps=eps, hard=hard)
+        log_target = safe_log(jnp.take_along_axis(tape, target[:, :, None], -1)[..., 0], eps)
+        return (registers, tape, carry), Run(log_target, jnp.argmax(tape, -1).astype(memory.dtype), finish, entropy)
+
+    _, run = jax.lax.scan(body, (registers, tape, carry), None, length=timesteps)
+    return run
+
+
+def nram_loss(run: Run, mask: jax.Array) -> jax.Array:
+    """Eq. nram-loss for each example (B,): the finish-weighted negative log-likelihood of the cells to modify."""
+    nll = -jnp.sum(jnp.where(mask[None], run.log_target, 0.0), -1)
+    return jnp.sum(finish_probabilities(run.finish_logits) * nll, 0)
+
+
+def run_output(run: Run) -> jax.Array:
+    """The memory (B, M) the machine outputs: each cell's most likely value at the finishing step."""
+    t = finish_step(run.finish_logits)
+    return jnp.take_along_axis(run.argmax, t[None, :, None], 0)[0]
+
+
+def cell_errors(output, target, mask) -> tuple[int, int]:
+    """(wrong cells, cells to modify) (Sec. 4.2): the error rate is their ratio."""
+    output, target, mask = (np.asarray(x) for x in (output, target, mask))
+    return int(((output != target) & mask).sum()), int(mask.sum())
+
+
+# %% book/nram.md
+class Curriculum:
+    """Difficulty sampling of Appendix B: level D in [1, top], raised when the error falls below `threshold`."""
+
+    def __init__(self, top: int, *, threshold: float = 0.1, min_gap: int = 200, start: int = 1):
+        if top < 1 or not 1 <= start <= top:
+            raise ValueError(f"need 1 <= start <= top, got start={start}, top={top}")
+        self.top, self.threshold, self.min_gap = int(top), float(threshold), int(min_gap)
+        self.level, self.raised_at = int(start), 0
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """Difficulties of `size` examples at the current level."""
+        e = rng.geometric(0.5, size) - 1
+        high = np.minimum(self.level + e, self.top)
+        u = rng.random(size)
+        return np.where(u < 0.10, rng.integers(1, self.top + 1, size),
+                        np.where(u < 0.35, 1 + (rng.random(size) * high).astype(int), high))
+
+    def update(self, step: int, error: float) -> bool:
+        """Raise the level if `error` is below the threshold and min_gap steps passed; True if raised."""
+        if error < self.threshold and self.level < self.top and step - self.raised_at >= self.min_gap:
+            self.level, self.raised_at = self.level + 1, step
+            return True
+        return False
+
+
+# %% book/nram.md
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of Sec. 4.1 (the paper gives no values; these are ours, see Sec. 4 of the chapter)."""
+
+    task: str = "copy"
+    registers: int = 4
+    repeats: int = 1                 # the module list repeated (Sec. 4.3)
+    controller: str = "mlp"          # "mlp" or "lstm"
+    hidden: int = 64
+    memory_size: int = 16
+    timesteps: int = 12
+    max_difficulty: int = 7
+    batch_size: int = 32
+    steps: int = 3000
+    learning_rate: float = 0.01
+    clip_activation: float = 10.0    # C1
+    clip_norm: float = 1.0           # C2
+    noise_eta: float = 0.01          # gradient-noise variance at step 0
+    entropy: float = 0.1             # lambda_0
+    entropy_decay: float = 0.999     # gamma, per step
+    eps: float = 1e-6
+    threshold: float = 0.1           # curriculum: raise the level below this error
+    min_gap: int = 200
+    chunk: int = 50                  # steps per jitted call (and per curriculum decision)
+    seed: int = 0
+
+    def spec(self) -> NRAMSpec:
+        return NRAMSpec(MODULES * self.repeats, self.registers)
+
+
+def make_controller(config: TrainConfig, rngs: nnx.Rngs) -> nnx.Module:
+    """The controller of `config` (Sec. 3)."""
+    kinds = {"mlp": MLPController, "lstm": LSTMController}
+    if config.controller not in kinds:
+        raise ValueError(f"controller must be 'mlp' or 'lstm', got {config.controller!r}")
+    return kinds[config.controller](config.spec(), config.hidden, rngs=rngs)
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    """Global-norm clipping to C2, decaying gradient noise, Adam (Sec. 4.1)."""
+    return optax.chain(optax.clip_by_global_norm(config.clip_norm),
+                       optax.add_noise(config.noise_eta, 0.55, config.seed),
+                       optax.adam(config.learning_rate))
+
+
+class NRAMResult(NamedTuple):
+    """What train_nram returns: the controller, per-chunk history, final curriculum level, seconds."""
+
+    controller: nnx.Module
+    history: dict
+    level: int
+    wall_seconds: float
+
+
+def _chunk_fn(config: TrainConfig, graphdef, tx):
+    spec = config.spec()
+
+    def loss_fn(params, rest, batch):
+        controller = nnx.merge(graphdef, params, rest)
+        carry = controller.initial_carry(batch["memory"].shape[0])
+        run = run_fuzzy(spec, controller, batch["memory"], batch["target"], config.timesteps, carry=carry,
+                        clip=config.clip_activation, eps=config.eps)
+        loss = jnp.mean(nram_loss(run, batch["mask"]))
+        bonus = jnp.mean(jnp.sum(run.entropy, 0))
+        out = run_output(run)
+        wrong = jnp.sum((out != batch["target"]) & batch["mask"], -1)
+        return loss - batch["entropy_coef"] * bonus, (loss, wrong, jnp.sum(batch["mask"], -1))
+
+    def step(state, batch):
+        params, rest, opt_state = state
+        (_, (loss, wrong, cells)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest, batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), rest, opt_state), (loss, wrong, cells, optax.global_norm(grads))
+
+    return jax.jit(lambda state, batches: jax.lax.scan(step, state, batches))
+
+
+def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | None = None) -> NRAMResult:
+    """Train an NRAM controller on `config.task` from input-output examples (Sec. 4.1, Appendix B)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from tqdm.auto import tqdm
+
+    spec = config.spec()
+    need = TASKS[config.task].min_memory(config.max_difficulty) if config.task in TASKS else None
+    if need is None:
+        raise ValueError(f"task must be one of {sorted(TASKS)}, got {config.task!r}")
+    if config.memory_size < need:
+        raise ValueError(f"task {config.task} at max_difficulty={config.max_difficulty} needs memory_size >= {need}, "
+                         f"got {config.memory_size}")
+    if config.timesteps < 1:
+        raise ValueError(f"timesteps must be at least 1, got {config.timesteps}")
+    controller = make_controller(config, nnx.Rngs(config.seed))
+    graphdef, params, rest = nnx.split(controller, nnx.Param, ...)
+    tx = make_optimizer(config)
+    state = (params, rest, tx.init(params))
+    chunk = _chunk_fn(config, graphdef, tx)
+    rng = np.random.default_rng(config.seed)
+    curriculum = Curriculum(config.max_difficulty, threshold=config.threshold, min_gap=config.min_gap)
+    history = {k: [] for k in ("step", "loss", "error", "error_level", "level", "grad_norm")}
+    began = time.perf_counter()
+    n_chunks = -(-config.steps // config.chunk)
+    for c in tqdm(range(n_chunks), desc=f"NRAM {config.task}", disable=not progress or None, dynamic_ncols=True):
+        first = c * config.chunk
+        k = min(config.chunk, config.steps - first)
+        difficulty = np.stack([curriculum.sample(rng, config.batch_size) for _ in range(k)])
+        batches = [make_batch(config.task, d, config.memory_size, rng) for d in difficulty]
+        stacked = {name: jnp.asarray(np.stack([getattr(b, name) for b in batches])) for name in Example._fields}
+        stacked["entropy_coef"] = jnp.asarray(config.entropy * config.entropy_decay ** np.arange(first, first + k),
+                                              jnp.float32)
+        state, (loss, wrong, cells, gnorm) = chunk(state, stacked)
+        loss, wrong, cells, gnorm = (np.asarray(x) for x in (loss, wrong, cells, gnorm))
+        if not np.all(np.isfinite(loss)):
+            raise FloatingPointError(f"NRAM loss is not finite at step {first + int(np.argmin(np.isfinite(loss)))}: "
+                                     "lower learning_rate or clip_activation")
+        error = float(wrong.sum() / cells.sum())
+        current = difficulty <= curriculum.level  # the level is judged on the examples it covers
+        error_level = float(wrong[current].sum() / max(cells[current].sum(), 1))
+        history["step"].append(first + k)
+        history["loss"].append(float(loss.mean()))
+        history["error"].append(error)
+        history["error_level"].append(error_level)
+        history["level"].append(curriculum.level)
+        history["grad_norm"].append(float(gnorm.mean()))
+        if log is not None:
+            log({k: v[-1] for k, v in history.items()})
+        curriculum.update(first + k, error_level)
+    params, rest, _ = state
+    return NRAMResult(nnx.merge(graphdef, params, rest), {k: np.asarray(v) for k, v in history.items()},
+                      curriculum.level, time.perf_counter() - began)
+
+
+# %% book/nram.md
+def controller_policy(controller: nnx.Module) -> Callable:
+    """The policy of one example (bits (R,), carry) -> (logits, carry) that run_discrete needs, from a batched controller."""
+
+    def policy(bits, carry):
+        logits, carry = controller(bits[None], jax.tree.map(lambda c: c[None], carry))
+        return logits[0], jax.tree.map(lambda c: c[0], carry)
+
+    return policy
+
+
+def scaled_size(config: TrainConfig, n: int) -> tuple[int, int]:
+    """(memory size, timesteps) for difficulty n: those of training up to its top difficulty; beyond it, both
+    grow in proportion to n (never below what the task needs)."""
+    if n <= config.max_difficulty:
+        return config.memory_size, config.timesteps
+    scale = n / config.max_difficulty
+    return (max(TASKS[config.task].min_memory(n), math.ceil(config.memory_size * scale)),
+            math.ceil(config.timesteps * scale))
+
+
+def evaluate(controller: nnx.Module, config: TrainConfig, n: int, *, examples: int = 100, seed: int = 0,
+             batch_size: int = 100) -> dict:
+    """Error of the fuzzy and the discretised machine on `examples` fresh examples of difficulty n (Sec. 4.4).
+
+    Returns {"n", "memory_size", "timesteps", "error" (fuzzy), "error_discrete", "agreement": share of
+    examples whose output cells the two machines write identically}.
+    """
+    spec = config.spec()
+    M, T = scaled_size(config, n)
+    rng = np.random.default_rng(seed)
+    graphdef, state = nnx.split(controller)
+
+    @jax.jit
+    def machines(memory, target):
+        controller = nnx.merge(graphdef, state)
+        run = run_fuzzy(spec, controller, memory, target, T, carry=controller.initial_carry(memory.shape[0]))
+        carry = jax.tree.map(lambda c: c[0], controller.initial_carry(1))
+        discrete, _ = jax.vmap(lambda m: run_discrete(spec, controller_policy(controller), m, T, carry))(memory)
+        return run_output(run), discrete
+
+    wrong = wrong_d = cells = agree = 0
+    for start in range(0, examples, batch_size):
+        batch = make_batch(config.task, [n] * min(batch_size, examples - start), M, rng)
+        fuzzy, discrete = (np.asarray(x) for x in machines(jnp.asarray(batch.memory), jnp.asarray(batch.target)))
+        w, c = cell_errors(fuzzy, batch.target, batch.mask)
+        wrong, cells, wrong_d = wrong + w, cells + c, wrong_d + cell_errors(discrete, batch.target, batch.mask)[0]
+        agree += int(np.all((fuzzy == discrete) | ~batch.mask, axis=1).sum())
+    return {"n": n, "memory_size": M, "timesteps": T, "error": wrong / cells, "error_discrete": wrong_d / cells,
+            "agreement": agree / examples}
+
+
+# %% book/nram.md
+def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) -> list[dict]:
+    """Step-by-step record of the discretised machine on one example (Table 2): for each timestep, the
+    memory and registers at its start, the logits, the READ address and WRITE address/value, finish."""
+    memory = jnp.asarray(memory)
+    registers = jnp.zeros(spec.registers, memory.dtype)
+    step = jax.jit(lambda r, m, logits: discrete_step(spec, r, m, logits))
+    rows = []
+    for t in range(timesteps):
+        logits, carry = policy((registers == 0).astype(jnp.float32), carry)
+        new_registers, new_memory, finish, values, inputs = step(registers, memory, logits)
+        inputs = np.asarray(inputs)
+        row = {"step": t + 1, "memory": np.asarray(memory), "registers": np.asarray(registers),
+               "logits": np.asarray(logits), "finish": bool(finish)}
+        for i, name in enumerate(spec.modules):
+            if name == "READ":
+                row.setdefault("read", int(inputs[i, 0]))
+            if name == "WRITE":
+                row.setdefault("write", (int(inputs[i, 0]), int(inputs[i, 1])))
+        rows.append(row)
+        registers, memory = new_registers, new_memory
+        if finish:
+            break
+    return rows
+
+
+def circuit_choices(spec: NRAMSpec, logits) -> tuple[list, list]:
+    """The argmax circuit of one timestep: (for each gate, the indices of its inputs; for each register, its source)."""
+    layout, logits = spec.layout, np.asarray(logits)
+    args = [[int(np.argmax(logits[s:s + n])) for s, n in layout.args[i]] for i in range(len(spec.modules))]
+    outs = np.argmax(logits[layout.outs:layout.finish].reshape(spec.registers, spec.num_values), -1)
+    return args, [int(o) for o in outs]
+
+
+def draw_circuit(spec: NRAMSpec, logits, ax=None, title: str | None = None):
+    """Draw the argmax circuit of one timestep (Figure 4): registers r_j on the left, the gates that
+    matter (their output reaches a register or they write to memory), the new registers r_j' on the right."""
+    import matplotlib.pyplot as plt
+
+    args, outs = circuit_choices(spec, logits)
+    R = spec.registers
+    names = [f"r{j + 1}" for j in range(R)] + list(spec.modules)
+    needed, todo = set(), [o for o in outs] + [R + i for i, m in enumerate(spec.modules) if m == "WRITE"]
+    while todo:
+        k = todo.pop()
+        if k >= R and k not in needed:
+            needed.add(k)
+            todo += args[k - R]
+    gates = sorted(needed)
+    ax = ax or plt.subplots(figsize=(7, 0.55 * max(R, len(gates)) + 1))[1]
+    pos = {j: (0.0, -j * 1.0) for j in range(R)}
+    for row, k in enumerate(gates):
+        pos[k] = (1.0 + row * 0.6, -row * 0.9 - 0.3)
+    right = 2.0 + 0.6 * len(gates)
+    box = dict(boxstyle="round", fc="white", ec="0.3")
+    for k, (x, y) in pos.items():
+        ax.text(x, y, names[k].lower() if k >= R else names[k], ha="center", va="center", bbox=box, fontsize=9)
+    for j in range(R):
+        ax.text(right, -j * 1.0, f"r{j + 1}'", ha="center", va="center", bbox=box, fontsize=9)
+    arrow = dict(arrowstyle="->", color="0.4", shrinkA=10, shrinkB=10)
+    for k in gates:
+        module = spec.modules[k - R]
+        labels = {"READ": ["p"], "WRITE": ["p", "a"], "LESSTHAN": ["x", "y"], "LESSOREQUALTHAN": ["x", "y"]}.get(module, [])
+        for a_i, src in enumerate(args[k - R]):
+            ax.annotate("", pos[k], pos[src], arrowprops=arrow)
+            if a_i < len(labels):
+                mx, my = (pos[k][0] * 0.7 + pos[src][0] * 0.3), (pos[k][1] * 0.7 + pos[src][1] * 0.3)
+                ax.text(mx, my, labels[a_i], fontsize=8, color="C3")
+    for j, src in enumerate(outs):
+        ax.annotate("", (right, -j * 1.0), pos[src], arrowprops=dict(arrow, color="C0"))
+    ax.set_xlim(-0.5, right + 0.5)
+    ax.set_ylim(min(y for _, y in pos.values()) - 0.7, 0.7)
+    ax.axis("off")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+# %% book/nram.md
+NRAM_CONFIGS = {
+    "access": TrainConfig(task="access", memory_size=22, timesteps=4, max_difficulty=20, entropy=0.01),
+    "increment": TrainConfig(task="increment", registers=5, memory_size=16, timesteps=18, max_difficulty=15,
+                             entropy=0.01),
+    "copy": TrainConfig(task="copy", memory_size=31, timesteps=20, max_difficulty=15, entropy=0.01),
+    "reverse": TrainConfig(task="reverse", memory_size=31, timesteps=20, max_difficulty=15, entropy=0.01),
+    "swap": TrainConfig(task="swap", memory_size=24, timesteps=6, max_difficulty=20, entropy=0.01),
+}
+"""The five easy tasks at the paper's training lengths (Table 1: len(A) <= 20, 15, 15, 15, 20)."""
+
+BOOK_CONFIGS = {
+    "copy": TrainConfig(task="copy", memory_size=16, timesteps=12, max_difficulty=7, entropy=0.01, steps=10000, seed=1),
+    "access": TrainConfig(task="access", memory_size=12, timesteps=4, max_difficulty=10, entropy=0.01, steps=4000, seed=0),
+}
+"""Copy and Access sized for a chapter that runs in minutes on a laptop CPU."""
+
+
+# %% book/nram.md
+def time_machines(spec: NRAMSpec, policy: Callable, sizes: Sequence[int] = (50, 100, 500), *, timesteps: int = 40,
+                  repeats: int = 5) -> list[dict]:
+    """Seconds per timestep of the discretised and the fuzzy machine running `policy` on Copy, per tape size M
+    (Sec. 3.4: the discretised machine's memory access is O(1) in M, the fuzzy one's O(M^2))."""
+    rows = []
+    for M in sizes:
+        n = min((M - 1) // 2, timesteps)
+        batch = make_batch("copy", [n], M, np.random.default_rng(0))
+        memory = jnp.asarray(batch.memory)
+        discrete = jax.jit(lambda m: run_discrete(spec, policy, m, timesteps))
+        fuzzy = jax.jit(lambda m, y: run_output(run_fuzzy(spec, policy, m, y, timesteps)))
+        out = {"M": M}
+        for name, fn, args in (("discrete", discrete, (memory[0],)), ("fuzzy", fuzzy, (memory, memory))):
+            jax.block_until_ready(fn(*args))
+            best = float("inf")
+            for _ in range(repeats):
+                began = time.perf_counter()
+                jax.block_until_ready(fn(*args))
+                best = min(best, time.perf_counter() - began)
+            out[f"{name}_seconds_per_step"] = best / timesteps
+        rows.append(out)
+    return rows
+
+
+# %% book/nram.md
+@_experiment(
+    "nram", chapter="nram",
+    book={"scale": "book", "tasks": ["copy", "access"], "seeds": None, "steps": None,
+          "test_lengths": [5, 10, 20, 30, 50], "test_examples": 200},
+    paper={"scale": "paper", "tasks": list(EASY_TASKS), "seeds": [0, 1, 2, 3], "steps": 20000,
+           "test_lengths": [5, 10, 15, 20, 25, 30, 40, 50], "test_examples": 200},
+)
+def run_nram(config: dict) -> list:
+    """Table 1 for the easy tasks: train each task with each seed (BOOK_CONFIGS or NRAM_CONFIGS), then the
+    error at the top training length, the generalisation error up to length 50 and the discretised agreement."""
+    configs = {"book": BOOK_CONFIGS, "paper": NRAM_CONFIGS}[config["scale"]]
+    rows = []
+    for task in config["tasks"]:
+        for seed in config["seeds"] or [configs[task].seed]:  # None: the seed of the task's config
+            train = dataclasses.replace(configs[task], seed=seed, steps=config["steps"] or configs[task].steps)
+            result = train_nram(train, progress=False)
+            top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1)
+            tests = [evaluate(result.controller, train, n, examples=config["test_examples"], seed=seed + 1 + n)
+                     for n in config["test_lengths"]]
+            rows.append({"task": task, "seed": seed, "train_config": dataclasses.asdict(train),
+                         "final_level": result.level, "train_seconds": round(result.wall_seconds, 1),
+                         "history": {k: v.tolist() for k, v in result.history.items()},
+                         "error_at_max_length": top["error"], "discrete_error_at_max_length": top["error_discrete"],
+                         "agreement_at_max_length": top["agreement"], "generalisation": tests})
+    return rows
+
+
+__all__ = [
+    'ARITY',
+    'BOOK_CONFIGS',
+    'CircuitLayout',
+    'Curriculum',
+    'EASY_TASKS',
+    'Example',
+    'HARD_TASKS',
+    'LSTMController',
+    'MLPController',
+    'MODULES',
+    'NRAMResult',
+    'NRAMSpec',
+    'NRAM_CONFIGS',
+    'Run',
+    'TASKS',
+    'Task',
+    'TrainConfig',
+    'cell_errors',
+    'circuit_choices',
+    'circuit_layout',
+    'circular_add',
+    'circular_sub',
+    'clip_gradient',
+    'controller_policy',
+    'copy_program',
+    'discrete_step',
+    'draw_circuit',
+    'evaluate',
+    'finish_probabilities',
+    'finish_step',
+    'fuzzy_step',
+    'make_batch',
+    'make_controller',
+    'make_optimizer',
+    'module_dist',
+    'module_int',
+    'nram_loss',
+    'program_logits',
+    'read',
+    'renormalise',
+    'run_discrete',
+    'run_fuzzy',
+    'run_nram',
+    'run_output',
+    'safe_log',
+    'scaled_size',
+    'time_machines',
+    'trace',
+    'train_nram',
+    'write',
+]

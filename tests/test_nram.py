@@ -1,0 +1,286 @@
+"""Tests of lib.nram: gates against their integer definitions, the machines against each other and a
+hand-written program, the loss against a direct computation, gradients against finite differences, and
+each task generator against a plain-Python solver of the task as Appendix A states it."""
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from lib import nram as N
+
+GATES = [m for m in N.MODULES if m not in ("READ", "WRITE")]
+
+
+@pytest.mark.parametrize("name", GATES)
+def test_gate_on_one_hot_inputs_is_the_integer_function(name):
+    M = 7
+    for a, b in itertools.product(range(M), repeat=2):
+        out = np.asarray(N.module_dist(name, jax.nn.one_hot(a, M), jax.nn.one_hot(b, M), jnp.zeros(M)))
+        expected = {"ZERO": 0, "ONE": 1, "TWO": 2, "INC": (a + 1) % M, "DEC": (a - 1) % M, "ADD": (a + b) % M,
+                    "SUB": (a - b) % M, "LESSTHAN": int(a < b), "LESSOREQUALTHAN": int(a <= b),
+                    "EQUALITYTEST": int(a == b), "MIN": min(a, b), "MAX": max(a, b)}[name]
+        np.testing.assert_allclose(out, np.eye(M)[expected], atol=1e-6, err_msg=f"{name}({a}, {b})")
+        assert int(N.module_int(name, a, b, M)) == expected
+
+
+@pytest.mark.parametrize("name", GATES)
+def test_gate_on_distributions_is_the_brute_force_sum_and_a_distribution(name):
+    rng = np.random.default_rng(0)
+    M, B = 9, 5
+    a, b = rng.dirichlet(np.full(M, 0.5), size=(2, B))
+    out = np.asarray(N.module_dist(name, jnp.asarray(a), jnp.asarray(b), jnp.zeros((B, M))))
+    brute = np.zeros((B, M))
+    for x, y in itertools.product(range(M), repeat=2):
+        brute[:, N.module_int(name, x, y, M)] += a[:, x] * b[:, y]
+    np.testing.assert_allclose(out, brute, atol=1e-6)
+    assert out.min() > -1e-6 and np.allclose(out.sum(-1), 1, atol=1e-5)
+
+
+def test_read_and_write_are_the_integer_machine_averaged_over_address_and_value():
+    rng = np.random.default_rng(1)
+    M = 6
+    mem = rng.dirichlet(np.ones(M), size=M)
+    p, a = rng.dirichlet(np.ones(M), size=2)
+    read = sum(p[x] * mem[x] for x in range(M))
+    written = np.zeros((M, M))
+    for x, v in itertools.product(range(M), repeat=2):
+        after = mem.copy()
+        after[x] = np.eye(M)[v]
+        written += p[x] * a[v] * after
+    np.testing.assert_allclose(N.read(jnp.asarray(mem), jnp.asarray(p)), read, atol=1e-6)
+    out = np.asarray(N.write(jnp.asarray(mem), jnp.asarray(p), jnp.asarray(a)))
+    np.testing.assert_allclose(out, written, atol=1e-6)
+    np.testing.assert_allclose(out.sum(-1), 1, atol=1e-6)
+    # the paper's matrix form (J - p) J^T . M + p a^T
+    J = np.ones(M)
+    np.testing.assert_allclose(out, np.outer(J - p, J) * mem + np.outer(p, a), atol=1e-6)
+
+
+def test_clip_gradient_and_renormalise_backward():
+    g = jax.grad(lambda x: jnp.sum(N.clip_gradient(x, 2.0) * jnp.array([1.0, -5.0, 3.0])))(jnp.ones(3))
+    np.testing.assert_allclose(g, [1.0, -2.0, 2.0])
+    x = jnp.array([0.2, 0.3, -1e-9])
+    np.testing.assert_allclose(N.renormalise(x), [0.4, 0.6, 0.0], atol=1e-7)
+    np.testing.assert_allclose(jax.grad(lambda x: jnp.sum(N.renormalise(x) * jnp.arange(3.0)))(x), [0.0, 1.0, 2.0])
+
+
+def test_finish_probabilities_and_loss_against_a_direct_computation():
+    rng = np.random.default_rng(2)
+    T, B, M = 5, 3, 8
+    x = rng.normal(size=(T, B))
+    f = 1 / (1 + np.exp(-x))
+    p = np.zeros((T, B))
+    for t in range(T):
+        alive = np.prod(1 - f[:t], 0)
+        p[t] = alive * (f[t] if t < T - 1 else 1.0)
+    np.testing.assert_allclose(N.finish_probabilities(jnp.asarray(x)), p, rtol=1e-5)
+    np.testing.assert_allclose(p.sum(0), 1, rtol=1e-6)
+    log_target = np.log(rng.uniform(0.01, 1, size=(T, B, M)))
+    mask = rng.random((B, M)) < 0.4
+    run = N.Run(jnp.asarray(log_target), jnp.zeros((T, B, M), jnp.int32), jnp.asarray(x), jnp.zeros((T, B)))
+    direct = [-sum(p[t, b] * log_target[t, b, i] for t in range(T) for i in range(M) if mask[b, i]) for b in range(B)]
+    np.testing.assert_allclose(N.nram_loss(run, jnp.asarray(mask)), direct, rtol=1e-5)
+    np.testing.assert_array_equal(N.finish_step(jnp.asarray([[-1.0, 2.0, -1.0], [3.0, -1.0, -1.0], [1.0, -2.0, -1.0]])),
+                                  [1, 0, 2])  # the first f_t > 1/2, else the last step
+
+
+SPEC = N.NRAMSpec(registers=4)
+
+
+def test_hand_written_copy_program_solves_every_length_up_to_50_on_the_discrete_machine():
+    policy = N.copy_program(SPEC)
+    M = N.TASKS["copy"].min_memory(50)
+    run = jax.jit(jax.vmap(lambda m: N.run_discrete(SPEC, policy, m, 60)))
+    rng = np.random.default_rng(3)
+    for n in range(1, 51):
+        batch = N.make_batch("copy", [n] * 4, M, rng)
+        out, steps = run(jnp.asarray(batch.memory))
+        assert N.cell_errors(out, batch.target, batch.mask)[0] == 0, n
+        np.testing.assert_array_equal(steps, n + 2)
+    # too few timesteps: the machine is stopped before it has copied everything
+    batch = N.make_batch("copy", [10] * 4, M, rng)
+    out, steps = jax.vmap(lambda m: N.run_discrete(SPEC, policy, m, 6))(jnp.asarray(batch.memory))
+    assert N.cell_errors(out, batch.target, batch.mask)[0] > 0 and np.all(np.asarray(steps) == 6)
+
+
+def test_fuzzy_machine_runs_the_hand_written_program_like_the_discrete_one():
+    policy = N.copy_program(SPEC)
+    batch = N.make_batch("copy", [1, 2, 4, 6], 14, np.random.default_rng(4))
+    run = N.run_fuzzy(SPEC, policy, jnp.asarray(batch.memory), jnp.asarray(batch.target), 9)
+    out, _ = jax.vmap(lambda m: N.run_discrete(SPEC, policy, m, 9))(jnp.asarray(batch.memory))
+    np.testing.assert_array_equal(N.run_output(run), out)
+    assert np.all(np.asarray(N.nram_loss(run, jnp.asarray(batch.mask))) < 1e-3)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "lstm"])
+def test_hard_fuzzy_machine_equals_discrete_machine_for_a_random_controller(kind):
+    """With argmax choices, the fuzzy machine holds one-hot values and must do what the integer machine does."""
+    spec = N.NRAMSpec(N.MODULES * 2, registers=3)
+    config = N.TrainConfig(registers=3, repeats=2, controller=kind, hidden=16)
+    controller = N.make_controller(config, nnx.Rngs(5))
+    batch = N.make_batch("swap", [3, 4, 5, 6, 7, 8], 12, np.random.default_rng(5))
+    memory = jnp.asarray(batch.memory)
+    run = N.run_fuzzy(spec, controller, memory, memory, 7, carry=controller.initial_carry(6), hard=True)
+
+    def policy(bits, carry):
+        logits, carry = controller(bits[None], jax.tree.map(lambda c: c[None], carry))
+        return logits[0], jax.tree.map(lambda c: c[0], carry)
+
+    carry0 = jax.tree.map(lambda c: c[0], controller.initial_carry(1))
+    out, steps = jax.vmap(lambda m: N.run_discrete(spec, policy, m, 7, carry0))(memory)
+    np.testing.assert_array_equal(N.run_output(run), out)
+    np.testing.assert_array_equal(N.finish_step(run.finish_logits) + 1, steps)
+    assert not np.array_equal(np.asarray(out), batch.memory)  # the random circuit did write something
+
+
+def test_gradient_of_the_loss_matches_finite_differences():
+    with jax.enable_x64(True) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64():
+        spec = N.NRAMSpec(registers=3)
+        controller = N.MLPController(spec, 8, rngs=nnx.Rngs(6))
+        graphdef, params = nnx.split(controller)
+        params = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), params)
+        batch = N.make_batch("copy", [2, 3], 8, np.random.default_rng(6))
+        memory, target, mask = (jnp.asarray(x) for x in batch)
+
+        def loss(params):
+            run = N.run_fuzzy(spec, nnx.merge(graphdef, params), memory, target, 4, clip=1e9, dtype=jnp.float64)
+            return jnp.mean(N.nram_loss(run, mask)) - 0.01 * jnp.mean(jnp.sum(run.entropy, 0))
+
+        grad = jax.grad(loss)(params)
+        rng = np.random.default_rng(7)
+        direction = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape)), params)
+        h = 1e-5
+        shifted = lambda s: loss(jax.tree.map(lambda p, d: p + s * h * d, params, direction))  # noqa: E731
+        fd = (shifted(1) - shifted(-1)) / (2 * h)
+        analytic = sum(jnp.sum(g * d) for g, d in zip(jax.tree.leaves(grad), jax.tree.leaves(direction)))
+        np.testing.assert_allclose(float(analytic), float(fd), rtol=1e-5)
+
+
+def _solve(task, memory):
+    """A plain-Python solver of each task from Appendix A's description: cell -> expected value."""
+    m, M = [int(v) for v in memory], len(memory)
+    if task == "access":
+        return {0: m[m[0]]}
+    if task == "increment":
+        out, i = {}, 0
+        while m[i] != 0:
+            out[i], i = m[i] + 1, i + 1
+        return out
+    if task in ("copy", "reverse"):
+        p = m[0]
+        A = m[1:p]
+        return {p + i: (A[::-1] if task == "reverse" else A)[i] for i in range(len(A))}
+    if task == "swap":
+        p, q = m[0], m[1]
+        return {p: m[q], q: m[p]}
+    if task == "permutation":
+        a = m[0]
+        return {1 + i: m[a + m[1 + i]] for i in range(a - 1)}
+    if task == "listk":
+        node = m[0]
+        for _ in range(m[1]):
+            node = m[node]
+        return {2: m[node + 1]}
+    if task == "listsearch":
+        node = m[0]
+        while m[node + 1] != m[1]:
+            node = m[node]
+        return {2: node}
+    if task == "merge":
+        def array(start):
+            out = []
+            while m[start] != M - 1:
+                out.append(m[start])
+                start += 1
+            return out
+        A, B, merged = array(m[0]), array(m[1]), []
+        while A or B:
+            merged.append((A if A and (not B or A[0] <= B[0]) else B).pop(0))
+        return {m[2] + i: v for i, v in enumerate(merged)}
+    if task == "walkbst":
+        node, i = m[0], 2
+        while m[i] != 0:
+            node = m[node + 1] if m[i] == 1 else m[node + 2]
+            i += 1
+        return {1: m[node]}
+    raise AssertionError(task)
+
+
+def _is_bst(memory, node, low, high):
+    if node == 0:
+        return True
+    v = memory[node]
+    return low < v < high and _is_bst(memory, memory[node + 1], low, v) and _is_bst(memory, memory[node + 2], v, high)
+
+
+@pytest.mark.parametrize("task", sorted(N.TASKS))
+def test_generators_match_a_plain_solver_of_the_task(task):
+    rng = np.random.default_rng(8)
+    for n in [1, 2, 3, 5, 8, 13]:
+        M = N.TASKS[task].min_memory(n) + int(rng.integers(0, 4))
+        for _ in range(20):
+            ex = N.TASKS[task].generate(n, M, rng)
+            assert ex.memory.shape == ex.target.shape == ex.mask.shape == (M,)
+            assert ex.memory.min() >= 0 and ex.memory.max() < M and ex.target.max() < M
+            expected = _solve(task, ex.memory)
+            assert sorted(np.flatnonzero(ex.mask)) == sorted(expected), (task, n, ex)
+            assert all(ex.target[c] == v for c, v in expected.items())
+            np.testing.assert_array_equal(ex.target[~ex.mask], ex.memory[~ex.mask])
+            if task == "walkbst":
+                assert _is_bst(ex.memory, ex.memory[0], 0, M)
+            if task in ("listk", "listsearch"):  # a list of n nodes ending in NULL
+                node, count = ex.memory[0], 0
+                while node != 0:
+                    node, count = ex.memory[node], count + 1
+                assert count == n
+
+
+def test_curriculum_sampling_follows_appendix_b():
+    cur = N.Curriculum(10)
+    cur.level = 3
+    d = cur.sample(np.random.default_rng(9), 200_000)
+    # P(d = D + e) = 0.65 * 2^-(e+1) + the uniform draws that land there
+    for e in range(3):
+        uniform = 0.25 * sum(0.5 ** (k + 1) / (3 + k) for k in range(e, 7)) + 0.25 * 0.5 ** 7 / 10 * (3 + e <= 10)
+        expected = 0.65 * 0.5 ** (e + 1) + uniform + 0.1 / 10
+        assert abs((d == 3 + e).mean() - expected) < 0.006, e
+    assert not cur.update(100, 0.05)  # min_gap not reached
+    assert cur.update(300, 0.05) and cur.level == 4
+    assert not cur.update(900, 0.5)
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(ValueError, match="needs a tape of at least 21"):
+        N.make_batch("copy", [10], 20, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="task must be one of"):
+        N.make_batch("sort", [1], 20, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="timesteps must be a positive integer"):
+        N.run_fuzzy(SPEC, N.copy_program(SPEC), jnp.zeros((1, 8), jnp.int32), jnp.zeros((1, 8), jnp.int32), 0)
+    with pytest.raises(ValueError, match="modules must be names"):
+        N.NRAMSpec(("READ", "JUMP"))
+    with pytest.raises(ValueError, match="can only use the registers and earlier modules"):
+        N.program_logits(SPEC, {"READ": "WRITE"}, ["r1"] * 4, False)
+    with pytest.raises(ValueError, match="needs memory_size >= 31"):
+        N.train_nram(N.TrainConfig(memory_size=20, max_difficulty=15))
+
+
+@pytest.mark.parametrize("name", ["ADD", "SUB"])
+def test_circular_add_and_sub_backward_equals_autodiff_of_the_direct_sum(name):
+    """The hand-written adjoints (correlations) against autodiff of the plain M^2 sums."""
+    rng = np.random.default_rng(10)
+    M = 7
+    a, b, w = (jnp.asarray(x) for x in rng.normal(size=(3, 4, M)))
+    shift = np.array([[(c - x) % M if name == "ADD" else (x - c) % M for x in range(M)] for c in range(M)])
+
+    def direct(a, b):
+        return jnp.stack([sum(a[..., x] * b[..., shift[c, x]] for x in range(M)) for c in range(M)], -1)
+
+    fast = N.circular_add if name == "ADD" else N.circular_sub
+    np.testing.assert_allclose(fast(a, b), direct(a, b), atol=1e-5)
+    g_fast = jax.grad(lambda a, b: jnp.sum(w * fast(a, b)), argnums=(0, 1))(a, b)
+    g_direct = jax.grad(lambda a, b: jnp.sum(w * direct(a, b)), argnums=(0, 1))(a, b)
+    for x, y in zip(g_fast, g_direct):
+        np.testing.assert_allclose(x, y, atol=1e-5)
