@@ -921,29 +921,33 @@ def draw_circuit(spec: NRAMSpec, logits, ax=None, title: str | None = None):
             needed.add(k)
             todo += args[k - R]
     gates = sorted(needed)
-    ax = ax or plt.subplots(figsize=(7, 0.55 * max(R, len(gates)) + 1))[1]
-    pos = {j: (0.0, -j * 1.0) for j in range(R)}
-    for row, k in enumerate(gates):
-        pos[k] = (1.0 + row * 0.6, -row * 0.9 - 0.3)
-    right = 2.0 + 0.6 * len(gates)
+    ax = ax or plt.subplots(figsize=(2.2 + 1.1 * len(gates), 0.6 * max(R, len(gates)) + 1.2))[1]
+    pos = {j: (0.0, -1.2 * j) for j in range(R)}
+    depth = (len(gates) - 1) or 1
+    for row, k in enumerate(gates):  # gates left to right in evaluation order, zig-zagging vertically
+        pos[k] = (1.0 + row, -1.2 * (R - 1) * ((row % 2) * 0.8 + 0.1) - 0.15 * row / depth)
+    right = 1.0 + len(gates)
     box = dict(boxstyle="round", fc="white", ec="0.3")
     for k, (x, y) in pos.items():
-        ax.text(x, y, names[k].lower() if k >= R else names[k], ha="center", va="center", bbox=box, fontsize=9)
+        short = {"LESSTHAN": "lt", "LESSOREQUALTHAN": "le", "EQUALITYTEST": "eq"}.get(names[k], names[k].lower())
+        ax.text(x, y, short if k >= R else names[k], ha="center", va="center", bbox=box, fontsize=9, zorder=3)
     for j in range(R):
-        ax.text(right, -j * 1.0, f"r{j + 1}'", ha="center", va="center", bbox=box, fontsize=9)
-    arrow = dict(arrowstyle="->", color="0.4", shrinkA=10, shrinkB=10)
+        ax.text(right, -1.2 * j, f"r{j + 1}'", ha="center", va="center", bbox=box, fontsize=9, zorder=3)
     for k in gates:
         module = spec.modules[k - R]
-        labels = {"READ": ["p"], "WRITE": ["p", "a"], "LESSTHAN": ["x", "y"], "LESSOREQUALTHAN": ["x", "y"]}.get(module, [])
+        labels = {"READ": ["p"], "WRITE": ["p", "a"], "LESSTHAN": ["x", "y"], "LESSOREQUALTHAN": ["x", "y"],
+                  "SUB": ["x", "y"]}.get(module, [])
         for a_i, src in enumerate(args[k - R]):
-            ax.annotate("", pos[k], pos[src], arrowprops=arrow)
+            ax.annotate("", pos[k], pos[src], arrowprops=dict(arrowstyle="->", color="0.35", shrinkA=9, shrinkB=9,
+                                                              connectionstyle=f"arc3,rad={0.15 if a_i else -0.15}"))
             if a_i < len(labels):
-                mx, my = (pos[k][0] * 0.7 + pos[src][0] * 0.3), (pos[k][1] * 0.7 + pos[src][1] * 0.3)
-                ax.text(mx, my, labels[a_i], fontsize=8, color="C3")
+                ax.text(pos[k][0] - 0.28, pos[k][1] + (0.22 if a_i == 0 else -0.22), labels[a_i], fontsize=8,
+                        color="C3", ha="center", va="center")
     for j, src in enumerate(outs):
-        ax.annotate("", (right, -j * 1.0), pos[src], arrowprops=dict(arrow, color="C0"))
+        ax.annotate("", (right, -1.2 * j), pos[src], arrowprops=dict(arrowstyle="->", color="C0", shrinkA=9, shrinkB=9,
+                                                                     connectionstyle="arc3,rad=0.08"))
     ax.set_xlim(-0.5, right + 0.5)
-    ax.set_ylim(min(y for _, y in pos.values()) - 0.7, 0.7)
+    ax.set_ylim(-1.2 * (R - 1) - 0.8, 0.8)
     ax.axis("off")
     if title:
         ax.set_title(title)
@@ -994,6 +998,15 @@ def time_machines(spec: NRAMSpec, policy: Callable, sizes: Sequence[int] = (50, 
 
 
 # %% book/nram.md
+def _progress_log(name: str, every: int) -> Callable:
+    """A train_nram `log` that prints one line every `every` steps (for long runs in the background)."""
+    def log(row):
+        if row["step"] % every == 0:
+            print(f"{name}: step {row['step']} loss {row['loss']:.3f} error {row['error']:.4f} "
+                  f"level {row['level']}", flush=True)
+    return log
+
+
 @_experiment(
     "nram", chapter="nram",
     book={"scale": "book", "tasks": ["copy", "access"], "seeds": None, "steps": None,
@@ -1009,7 +1022,7 @@ def run_nram(config: dict) -> list:
     for task in config["tasks"]:
         for seed in config["seeds"] or [configs[task].seed]:  # None: the seed of the task's config
             train = dataclasses.replace(configs[task], seed=seed, steps=config["steps"] or configs[task].steps)
-            result = train_nram(train, progress=False)
+            result = train_nram(train, progress=False, log=_progress_log(f"{task} seed {seed}", every=2000))
             top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1)
             tests = [evaluate(result.controller, train, n, examples=config["test_examples"], seed=seed + 1 + n)
                      for n in config["test_lengths"]]
