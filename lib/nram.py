@@ -898,6 +898,19 @@ def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) ->
     return rows
 
 
+def format_trace(rows: list[dict]) -> str:
+    """The rows of `trace` as text, one line per timestep: memory, registers, READ and WRITE arguments."""
+    lines = []
+    for row in rows:
+        line = f"step {row['step']:2d}  memory {' '.join(f'{v:2d}' for v in row['memory'])}  registers {row['registers']}"
+        if "read" in row:
+            line += f"  READ p={row['read']:2d}"
+        if "write" in row:
+            line += f"  WRITE p={row['write'][0]:2d} a={row['write'][1]:2d}"
+        lines.append(line + ("  finish" if row["finish"] else ""))
+    return "\n".join(lines)
+
+
 def circuit_choices(spec: NRAMSpec, logits) -> tuple[list, list]:
     """The argmax circuit of one timestep: (for each gate, the indices of its inputs; for each register, its source)."""
     layout, logits = spec.layout, np.asarray(logits)
@@ -1065,6 +1078,7 @@ __all__ = [
     'evaluate',
     'finish_probabilities',
     'finish_step',
+    'format_trace',
     'fuzzy_step',
     'make_batch',
     'make_controller',

@@ -284,3 +284,21 @@ def test_circular_add_and_sub_backward_equals_autodiff_of_the_direct_sum(name):
     g_direct = jax.grad(lambda a, b: jnp.sum(w * direct(a, b)), argnums=(0, 1))(a, b)
     for x, y in zip(g_fast, g_direct):
         np.testing.assert_allclose(x, y, atol=1e-5)
+
+
+def test_trace_of_the_hand_written_program_reads_and_writes_where_it_should():
+    n = 4
+    ex = N.make_batch("copy", [n], 10, np.random.default_rng(11))
+    rows = N.trace(SPEC, N.copy_program(SPEC), ex.memory[0], 10)
+    assert len(rows) == n + 2 and rows[-1]["finish"] and not any(r["finish"] for r in rows[:-1])
+    assert [r["read"] for r in rows] == list(range(n + 2))
+    A = ex.memory[0, 1:n + 1]
+    assert [r["write"] for r in rows[1:n + 1]] == [(n + i, int(A[i - 1])) for i in range(1, n + 1)]
+    text = N.format_trace(rows)
+    assert text.count("\n") == n + 1 and text.splitlines()[-1].endswith("finish")
+    # the circuit of a main step: READ(r3), ADD(r3, r2), WRITE(ADD, READ), INC(r3)
+    args, outs = N.circuit_choices(SPEC, rows[2]["logits"])
+    index = {m: 4 + i for i, m in enumerate(N.MODULES)}
+    assert args[0] == [2] and args[N.MODULES.index("ADD")] == [2, 1]
+    assert args[N.MODULES.index("WRITE")] == [index["ADD"], index["READ"]]
+    assert outs == [index["LESSOREQUALTHAN"], 1, index["INC"], 3]
