@@ -235,41 +235,27 @@ def bridge_log_ratio(d_lower, d_upper, log_s):
 
 # %% book/partition.md
 class Tracker(NamedTuple):
-    """Gaussian posterior over x_t = (zeta_1, ..., zeta_{M-1}, b_t) (b_t: one bias, or one per temperature
-    with biases="each", Sec. 10); mean[0] is the tracked log Z."""
+    """Gaussian posterior over x_t = (zeta_1, ..., zeta_{M-1}, b_t); mean[0] is the tracked log Z."""
     mean: jax.Array
     cov: jax.Array
 
 
-BIASES = ("paper", "each")
-
-
-def _n_bias(n_temps: int, biases: str) -> int:
-    if biases not in BIASES:
-        raise ValueError(f"biases must be one of {BIASES}, got {biases!r}")
-    return 1 if biases == "paper" else n_temps - 1
-
-
-def tracker_init(n_temps: int, log_z0, *, var: float = 1.0, bias_var: float = 1e-2, biases: str = "paper") -> Tracker:
-    """p(x_0): every zeta_i at log_z0 (exact when W = c = 0, close for a small random W), biases 0.
-
-    biases: "paper", one bias on the beta = 1 importance weights (Sec. 6); "each", one per temperature (Sec. 10).
-    """
-    nb = _n_bias(n_temps, biases)
-    mean = jnp.concatenate([jnp.full(n_temps - 1, log_z0, jnp.float32), jnp.zeros(nb, jnp.float32)])
-    variances = jnp.concatenate([jnp.full(n_temps - 1, var, jnp.float32), jnp.full(nb, bias_var, jnp.float32)])
+def tracker_init(n_temps: int, log_z0, *, var: float = 1.0, bias_var: float = 1e-2) -> Tracker:
+    """p(x_0): every zeta_i at log_z0 (exact when W = c = 0, close for a small random W), bias 0."""
+    mean = jnp.concatenate([jnp.full(n_temps - 1, log_z0, jnp.float32), jnp.zeros(1, jnp.float32)])
+    variances = jnp.concatenate([jnp.full(n_temps - 1, var, jnp.float32), jnp.full(1, bias_var, jnp.float32)])
     return Tracker(mean, jnp.diag(variances))
 
 
-def observation_matrices(n_temps: int, biases: str = "paper"):
-    """(C_cur, C_prev, H) of eq. pt-ssm for M = n_temps, each (M-1, M-1 + number of biases), as numpy arrays."""
-    k, nb = n_temps - 1, _n_bias(n_temps, biases)
-    c_cur = np.zeros((k, k + nb), np.float32)
+def observation_matrices(n_temps: int):
+    """(C_cur, C_prev, H) of eq. pt-ssm for M = n_temps, each (M-1, M), as numpy arrays."""
+    k = n_temps - 1
+    c_cur = np.zeros((k, k + 1), np.float32)
     c_cur[:, :k] = np.eye(k)
-    c_cur[np.arange(nb), k + np.arange(nb)] = 1.0  # the paper: b_t enters the beta = 1 weights only
-    c_prev = np.zeros((k, k + nb), np.float32)
+    c_cur[0, k] = 1.0                       # b_t enters the beta = 1 weights only
+    c_prev = np.zeros((k, k + 1), np.float32)
     c_prev[:, :k] = -np.eye(k)
-    h = np.zeros((k, k + nb), np.float32)
+    h = np.zeros((k, k + 1), np.float32)
     h[np.arange(k), np.arange(k)] = -1.0
     h[np.arange(k - 1), np.arange(1, k)] = 1.0
     return c_cur, c_prev, h
@@ -284,12 +270,9 @@ def kalman_update(tracker: Tracker, o_dt, var_dt, o_db, var_db, log_z_base, proc
 
     o_dt, var_dt: importance-sampling observations and variances for temperatures 1..M-1;
     o_db, var_db: bridge observations of zeta_{i+1} - zeta_i, i = 1..M-1; log_z_base: zeta_M;
-    process_var: the diagonal of Q (the state's length), +inf for no smoothness prior. The tracker's
-    length says whether it has one bias or one per temperature.
+    process_var: the diagonal of Q (length M), +inf for no smoothness prior.
     """
-    k = o_dt.shape[0]
-    biases = "paper" if tracker.mean.shape[0] == k + 1 else "each"
-    c_cur, c_prev, h = (jnp.asarray(m) for m in observation_matrices(k + 1, biases))
+    c_cur, c_prev, h = (jnp.asarray(m) for m in observation_matrices(o_dt.shape[0] + 1))
     q = jnp.diag(1.0 / process_var)                       # zero precision where the variance is inf
     prior_prec = _spd_inverse(tracker.cov)
     r = 1.0 / var_dt
@@ -404,14 +387,13 @@ def sml_pt_step(graphdef, state: SMLState, step, key, x_train, betas, *, lr0, al
     d_lower = rbm.tempered_term(a[:-1], betas[1:, None]) - g_self[:-1]
     d_upper = g_self[1:] - rbm.tempered_term(a[1:], betas[:-1, None])
     zeta_m = rbm.log_z_base()
-    zeta = jnp.concatenate([state.tracker.mean[:o_dt.shape[0]], zeta_m[None]])
+    zeta = jnp.concatenate([state.tracker.mean[:-1], zeta_m[None]])
     o_db, var_db = bridge_log_ratio(d_lower, d_upper, (zeta[1:] - zeta[:-1])[:, None])
-    n_bias = state.tracker.mean.shape[0] - o_dt.shape[0]
-    process_var = jnp.concatenate([jnp.full(o_dt.shape, jnp.inf), jnp.full(n_bias, bias_var_scale * lr)])
+    process_var = jnp.concatenate([jnp.full(o_dt.shape, jnp.inf), (bias_var_scale * lr)[None]])
     tracker = kalman_update(state.tracker, o_dt, jnp.maximum(var_dt, min_var), o_db, jnp.maximum(var_db, min_var),
                             zeta_m, process_var)
-    record.update(log_z=tracker.mean[0], log_z_var=tracker.cov[0, 0], bias=tracker.mean[o_dt.shape[0]], is_obs=o_dt,
-                  bridge_log_z=zeta_m - jnp.sum(o_db))
+    record.update(log_z=tracker.mean[0], log_z_var=tracker.cov[0, 0], bias=tracker.mean[-1], is_obs=o_dt,
+                  is_var=var_dt, bridge_obs=o_db, bridge_var=var_db, bridge_log_z=zeta_m - jnp.sum(o_db))
     return SMLState(params, v, v @ rbm.b[...] + g_self, tracker), record
 
 
@@ -430,32 +412,31 @@ def _sml_pt_chunk(graphdef, state, start, key, x_train, betas, n, lr0, alpha, ba
 class SMLResult(NamedTuple):
     model: RBM             # the final model, or the best one under early stopping
     state: SMLState        # the final state (pass it back as `state=` to continue)
-    history: dict          # per step: swap_rate; with tracking also log_z, log_z_var, bias, is_obs, bridge_log_z
+    history: dict          # per step: swap_rate; with tracking also log_z, log_z_var, bias, is_obs, is_var,
+                           # bridge_obs, bridge_var (the filter's observations and their variances), bridge_log_z
     evals: list            # per evaluation: step, seconds of training so far, tracked log Z, ...
     best_step: int
 
 
-def init_sml_state(rbm: RBM, betas, n_chains: int, key, *, init_var: float = 1.0, biases: str = "paper") -> SMLState:
-    """Particles from the beta = 0 model (independent Bernoulli(sigmoid(b))) at every temperature; the tracker's prior."""
+def init_sml_state(rbm: RBM, betas, n_chains: int, key, *, init_var: float = 1.0) -> SMLState:
+    """Particles from the beta = 0 model (independent Bernoulli(sigmoid(b))) at every temperature."""
     betas = jnp.asarray(betas, jnp.float32)
     v = jax.random.bernoulli(key, jax.nn.sigmoid(rbm.b[...]),
                              (betas.shape[0], n_chains, rbm.n_visible)).astype(jnp.float32)
     return SMLState(nnx.state(rbm, nnx.Param), v, -rbm.free_energy(v, betas[:, None]),
-                    tracker_init(betas.shape[0], rbm.log_z_base(), var=init_var, biases=biases))
+                    tracker_init(betas.shape[0], rbm.log_z_base(), var=init_var))
 
 
 def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha: float | None = None,
                  betas=None, n_chains: int = 20, batch_size: int = 20, gibbs_steps: int = 1, track: bool = True,
                  eval_every: int = 1000, evaluate=None, x_valid=None, patience: int | None = None,
-                 bias_var_scale: float = 1e-3, biases: str = "paper", state: SMLState | None = None,
-                 start: int = 0) -> SMLResult:
+                 bias_var_scale: float = 1e-3, state: SMLState | None = None, start: int = 0) -> SMLResult:
     """Train `rbm` by SML with parallel tempering (M = len(betas) temperatures, n_chains each) and track log Z.
 
     Every `eval_every` updates: the tracked log Z and its sd are recorded; given x_valid, so is the
     tracked validation log-likelihood -mean F(x_valid) - zeta_1; evaluate(model, state, step) -> dict
     adds its own entries (exact log Z, AIS, ...). With `patience`, training stops after that many
     evaluations without a better validation likelihood and returns the best model (early stopping).
-    biases: the filter's bias terms, "paper" (one, on the beta = 1 weights) or "each" (Sec. 10).
     """
     x_train = check_binary(x_train, "x_train", rbm.n_visible, jnp.uint8)
     if x_valid is not None:
@@ -469,7 +450,7 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
         raise ValueError("early stopping (patience) needs x_valid and track=True")
     graphdef, _, rest = nnx.split(rbm, nnx.Param, ...)
     if state is None:
-        state = init_sml_state(rbm, betas, n_chains, jax.random.fold_in(key, 2 ** 31 - 1), biases=biases)
+        state = init_sml_state(rbm, betas, n_chains, jax.random.fold_in(key, 2 ** 31 - 1))
     history, evals = [], []
     best_ll, best_step, best_params, since_best = -np.inf, start, state.params, 0
     seconds, t = 0.0, start
@@ -538,12 +519,12 @@ def _trace_row(history: dict, every: int) -> dict:
     "partition-mnist", chapter="partition",
     book={"n_hidden": 25, "steps": 20000, "schedules": [[0.01, 1e3], [0.01, 1e5]], "eval_every": 5000,
           "ais_every": 20000, "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
-          "batch_size": 20, "trace_every": 50, "timing_steps": 2000, "timing_repeats": 1, "seed": 0, "biases": "paper"},
+          "batch_size": 20, "trace_every": 50, "timing_steps": 2000, "timing_repeats": 1, "seed": 0},
     paper={"n_hidden": 25, "steps": 300000,
            "schedules": [[0.001, 1e3], [0.001, 1e4], [0.001, 1e5], [0.01, 1e3], [0.01, 1e4], [0.01, 1e5]],
            "eval_every": 10000, "ais_every": 50000, "ais_counts": [1000, 10000, 10000], "ais_runs": 100,
            "n_temps": 10, "n_chains": 20, "batch_size": 20, "trace_every": 500, "timing_steps": 2000,
-           "timing_repeats": 3, "seed": 0, "biases": "paper"},
+           "timing_repeats": 3, "seed": 0},
 )
 def run_partition_mnist(config: dict) -> list:
     """Figure 3: SML-PT on binarised MNIST with the tracked, the exact and the AIS log Z along training."""
@@ -570,8 +551,7 @@ def run_partition_mnist(config: dict) -> list:
 
         rbm = RBM(784, config["n_hidden"], rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
         res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["steps"], lr=lr0,
-                           alpha=alpha, eval_every=config["eval_every"], evaluate=evaluate, biases=config["biases"],
-                           **common)
+                           alpha=alpha, eval_every=config["eval_every"], evaluate=evaluate, **common)
         rows += [{"kind": "eval", "lr0": lr0, "alpha": alpha, **r} for r in res.evals]
         rows.append({"kind": "trace", "lr0": lr0, "alpha": alpha, **_trace_row(res.history, config["trace_every"])})
     timing = time_sml_pt(RBM(784, config["n_hidden"], rngs=nnx.Rngs(0), visible_bias=base_rate), data.train,
@@ -682,7 +662,6 @@ def run_partition_uci(config: dict) -> list:
 
 __all__ = [
     'AISResult',
-    'BIASES',
     'PAPER_TABLE1',
     'RBM',
     'SMLResult',
