@@ -17,7 +17,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from lib.toolkit import check_array
+from lib.toolkit import _global_norm, check_array, check_finite
 from lib.toolkit import experiment as _experiment
 
 
@@ -758,7 +758,7 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
         params, rest, opt_state = state
         (_, (loss, wrong, cells)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest, batch)
         updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), rest, opt_state), (loss, wrong, cells, optax.global_norm(grads))
+        return (optax.apply_updates(params, updates), rest, opt_state), (loss, wrong, cells, _global_norm(grads))
 
     return jax.jit(lambda state, batches: jax.lax.scan(step, state, batches))
 
@@ -772,9 +772,9 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
         from tqdm.auto import tqdm
 
     spec = config.spec()
-    need = TASKS[config.task].min_memory(config.max_difficulty) if config.task in TASKS else None
-    if need is None:
+    if config.task not in TASKS:
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {config.task!r}")
+    need = TASKS[config.task].min_memory(config.max_difficulty)
     if config.memory_size < need:
         raise ValueError(f"task {config.task} at max_difficulty={config.max_difficulty} needs memory_size >= {need}, "
                          f"got {config.memory_size}")
@@ -800,9 +800,10 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
                                               jnp.float32)
         state, (loss, wrong, cells, gnorm) = chunk(state, stacked)
         loss, wrong, cells, gnorm = (np.asarray(x) for x in (loss, wrong, cells, gnorm))
-        if not np.all(np.isfinite(loss)):
-            raise FloatingPointError(f"NRAM loss is not finite at step {first + int(np.argmin(np.isfinite(loss)))}: "
-                                     "lower learning_rate or clip_activation")
+        if not np.all(np.isfinite(loss)):  # NonFiniteError names the first bad step
+            bad = int(np.argmin(np.isfinite(loss)))
+            check_finite(first + bad, {"loss": loss[bad], "grad_norm": gnorm[bad]},
+                         "lower learning_rate or clip_activation")
         error = float(wrong.sum() / cells.sum())
         current = difficulty <= curriculum.level  # the level is judged on the examples it covers
         error_level = float(wrong[current].sum() / max(cells[current].sum(), 1))

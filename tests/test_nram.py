@@ -302,3 +302,10 @@ def test_trace_of_the_hand_written_program_reads_and_writes_where_it_should():
     assert args[0] == [2] and args[N.MODULES.index("ADD")] == [2, 1]
     assert args[N.MODULES.index("WRITE")] == [index["ADD"], index["READ"]]
     assert outs == [index["LESSOREQUALTHAN"], 1, index["INC"], 3]
+
+
+def test_training_stops_with_the_first_non_finite_step():
+    from lib.toolkit import NonFiniteError
+
+    with pytest.raises(NonFiniteError, match="step 1: loss is nan"):
+        N.train_nram(N.TrainConfig(task="copy", learning_rate=float("nan"), steps=50, chunk=50), progress=False)
