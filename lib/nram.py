@@ -710,6 +710,7 @@ class TrainConfig:
     threshold: float = 0.1           # curriculum: raise the level below this error
     min_gap: int = 200
     chunk: int = 50                  # steps per jitted call (and per curriculum decision)
+    keep_best: bool = True           # return the best controller seen, not the last (see train_nram)
     seed: int = 0
 
     def spec(self) -> NRAMSpec:
@@ -732,12 +733,15 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
 
 
 class NRAMResult(NamedTuple):
-    """What train_nram returns: the controller, per-chunk history, final curriculum level, seconds."""
+    """What train_nram returns: the selected controller, the step after which it was taken, the last one,
+    per-chunk history, final curriculum level, seconds."""
 
     controller: nnx.Module
     history: dict
     level: int
     wall_seconds: float
+    selected_step: int
+    final_controller: nnx.Module
 
 
 def _chunk_fn(config: TrainConfig, graphdef, tx):
@@ -764,7 +768,13 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
 
 
 def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | None = None) -> NRAMResult:
-    """Train an NRAM controller on `config.task` from input-output examples (Sec. 4.1, Appendix B)."""
+    """Train an NRAM controller on `config.task` from input-output examples (Sec. 4.1, Appendix B).
+
+    Training is unstable (Sec. 4.1): a controller at zero error can collapse a few thousand steps later. With
+    `config.keep_best` the result's `controller` is the one after the chunk of steps with the highest curriculum
+    level and, at that level, the lowest error on its training batches (the latest such chunk on ties), as the
+    paper selects "a model that achieved error 0 during the training"; `final_controller` is the last one.
+    """
     import warnings
 
     with warnings.catch_warnings():
@@ -788,6 +798,7 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
     rng = np.random.default_rng(config.seed)
     curriculum = Curriculum(config.max_difficulty, threshold=config.threshold, min_gap=config.min_gap)
     history = {k: [] for k in ("step", "loss", "error", "error_level", "level", "grad_norm")}
+    best, best_key = (state[0], 0), None
     began = time.perf_counter()
     n_chunks = -(-config.steps // config.chunk)
     for c in tqdm(range(n_chunks), desc=f"NRAM {config.task}", disable=not progress or None, dynamic_ncols=True):
@@ -815,10 +826,15 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
         history["grad_norm"].append(float(gnorm.mean()))
         if log is not None:
             log({k: v[-1] for k, v in history.items()})
+        key = (curriculum.level, -error_level)  # higher level first, then lower error there; ties: the later
+        if config.keep_best and (best_key is None or key >= best_key):
+            best, best_key = (state[0], first + k), key
         curriculum.update(first + k, error_level)
     params, rest, _ = state
-    return NRAMResult(nnx.merge(graphdef, params, rest), {k: np.asarray(v) for k, v in history.items()},
-                      curriculum.level, time.perf_counter() - began)
+    if not config.keep_best:
+        best = (params, config.steps)
+    return NRAMResult(nnx.merge(graphdef, best[0], rest), {k: np.asarray(v) for k, v in history.items()},
+                      curriculum.level, time.perf_counter() - began, best[1], nnx.merge(graphdef, params, rest))
 
 
 # %% book/nram.md
@@ -1041,7 +1057,8 @@ def run_nram(config: dict) -> list:
             tests = [evaluate(result.controller, train, n, examples=config["test_examples"], seed=seed + 1 + n)
                      for n in config["test_lengths"]]
             rows.append({"task": task, "seed": seed, "train_config": dataclasses.asdict(train),
-                         "final_level": result.level, "train_seconds": round(result.wall_seconds, 1),
+                         "final_level": result.level, "selected_step": result.selected_step,
+                         "train_seconds": round(result.wall_seconds, 1),
                          "history": {k: v.tolist() for k, v in result.history.items()},
                          "error_at_max_length": top["error"], "discrete_error_at_max_length": top["error_discrete"],
                          "agreement_at_max_length": top["agreement"], "generalisation": tests})

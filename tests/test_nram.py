@@ -1,6 +1,7 @@
 """Tests of lib.nram: gates against their integer definitions, the machines against each other and a
 hand-written program, the loss against a direct computation, gradients against finite differences, and
 each task generator against a plain-Python solver of the task as Appendix A states it."""
+import dataclasses
 import itertools
 
 import jax
@@ -309,3 +310,26 @@ def test_training_stops_with_the_first_non_finite_step():
 
     with pytest.raises(NonFiniteError, match="step 1: loss is nan"):
         N.train_nram(N.TrainConfig(task="copy", learning_rate=float("nan"), steps=50, chunk=50), progress=False)
+
+
+def test_keep_best_returns_the_controller_of_the_best_chunk():
+    """The selected controller is the one a run stopped at the selected step ends with (training is
+    deterministic), and the selected step is the best chunk by (level, -error), the latest on ties."""
+    config = N.TrainConfig(task="access", memory_size=8, timesteps=3, max_difficulty=2, steps=190, chunk=10,
+                           min_gap=20, hidden=16, learning_rate=0.05)
+    result = N.train_nram(config, progress=False)
+    h = result.history
+    assert result.selected_step < config.steps  # this run's last chunk is not its best
+    keys = [(lv, -e) for lv, e in zip(h["level"], h["error_level"])]
+    best = max(range(len(keys)), key=lambda i: (keys[i], i))
+    assert result.selected_step == h["step"][best]
+    shorter = N.train_nram(dataclasses.replace(config, steps=result.selected_step, keep_best=False), progress=False)
+    assert shorter.selected_step == result.selected_step
+    chosen, stopped = (nnx.state(c, nnx.Param) for c in (result.controller, shorter.final_controller))
+    for x, y in zip(jax.tree.leaves(chosen), jax.tree.leaves(stopped)):
+        np.testing.assert_array_equal(x, y)
+    last = N.train_nram(dataclasses.replace(config, keep_best=False), progress=False)
+    assert last.selected_step == config.steps
+    for x, y in zip(jax.tree.leaves(nnx.state(last.controller, nnx.Param)),
+                    jax.tree.leaves(nnx.state(result.final_controller, nnx.Param))):
+        np.testing.assert_array_equal(x, y)
