@@ -207,8 +207,21 @@ def ebp_ensemble(net: EBPNet, x, kind: str, key, n_networks: int = 16):
 
 
 def error_rate(output, y) -> float:
-    """Fraction of rows whose output sign differs from y (a zero output counts as an error)."""
+    """Share of rows classified wrongly. Labels with one +1 per row over several outputs (classes coded one
+    against the rest, `one_vs_rest`): the largest output is not that class. Otherwise: some output's sign
+    differs from y (a zero output counts as an error)."""
+    y = jnp.asarray(y)
+    if y.shape[-1] > 1 and bool(jnp.all(jnp.sum(y > 0, -1) == 1)):
+        return float(jnp.mean(jnp.argmax(output, -1) != jnp.argmax(y, -1)))
     return float(jnp.mean(jnp.any(jnp.sign(output) != y, -1)))
+
+
+def one_vs_rest(labels, n_classes: int) -> np.ndarray:
+    """Class labels 0..n_classes-1 as (n, n_classes) targets: +1 for the class, -1 for the others."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size and (labels.min() < 0 or labels.max() >= n_classes):
+        raise ValueError(f"labels must be a vector of integers in 0..{n_classes - 1}")
+    return np.where(labels[:, None] == np.arange(n_classes), 1.0, -1.0).astype(np.float32)
 
 
 # %% book/ebp.md
@@ -375,14 +388,16 @@ def fold_indices(n: int, fold: int, n_folds: int = 8):
 )
 def run_ebp_text(config: dict) -> list:
     """Table 1: Real / Binary EBP (-D, -P) and BP (CE and MSE, learning-rate scan, and sign-clipped) on the
-    text tasks, M -> hidden -> 1 with biases, per fold and epoch."""
+    text tasks, M -> hidden -> 1 with biases (hidden: a width, or a list of widths for a deeper network),
+    per fold and epoch."""
     from lib.data import load_ebp
 
     rows = []
     for task in config["tasks"]:
         data = load_ebp(task)
         x, y = check_inputs(data.x), np.asarray(data.y)
-        sizes = [x.shape[1], config["hidden"], 1]
+        hidden = config["hidden"] if isinstance(config["hidden"], list) else [config["hidden"]]
+        sizes = [x.shape[1], *hidden, 1]
         for fold in config["folds"]:
             train, test = fold_indices(len(y), fold)
             key = jax.random.key(config["seed"] * 1000 + fold)
@@ -429,6 +444,39 @@ def summarise_ebp_text(rows: list) -> dict:
     return out
 
 
+# %% book/ebp.md
+@_experiment(
+    "ebp-mnist", chapter="ebp",
+    book={"hidden": [[200]], "epochs": 3, "bp_learning_rates": [0.1], "seed": 0},
+    paper={"hidden": [[1000], [500, 500]], "epochs": 20, "bp_learning_rates": [0.01, 0.03, 0.1], "seed": 0},
+)
+def run_ebp_mnist(config: dict) -> list:
+    """MNIST with one output per class: 784 -> hidden... -> 10 (each entry of `hidden` a list of widths),
+    Real and Binary EBP and BP (cross-entropy per output, one row per learning rate), minibatches of 10;
+    per epoch, the test error on the 10,000 test images."""
+    from lib.data import load_mnist
+
+    def pixels(images):
+        return jnp.asarray(images.reshape(len(images), -1), jnp.float32) / 255
+
+    (x, labels), (x_test, labels_test) = load_mnist("train"), load_mnist("test")
+    x, y, x_test, y_test = pixels(x), one_vs_rest(labels, 10), pixels(x_test), one_vs_rest(labels_test, 10)
+    rows = []
+    for hidden in config["hidden"]:
+        key = jax.random.key(config["seed"])
+        runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
+        runs += [(f"BP ce {lr:g}", partial(train_bp, loss="ce", lr=lr)) for lr in config["bp_learning_rates"]]
+        for method, train_fn in runs:
+            began = time.perf_counter()
+            _, history = train_fn(init_ebp(jax.random.fold_in(key, 1), [x.shape[1], *hidden, 10]), x, y,
+                                  jax.random.fold_in(key, 2), epochs=config["epochs"], batch_size=10,
+                                  x_test=x_test, y_test=y_test)
+            seconds = time.perf_counter() - began
+            rows += [{"hidden": list(hidden), "method": method, **h, "seconds_per_epoch": seconds / config["epochs"]}
+                     for h in history]
+    return rows
+
+
 __all__ = [
     'EBPNet',
     'KINDS',
@@ -449,8 +497,10 @@ __all__ = [
     'init_ebp',
     'mills_ratio',
     'mlp_output',
+    'one_vs_rest',
     'online_passes',
     'output_delta',
+    'run_ebp_mnist',
     'run_ebp_text',
     'sign_network',
     'sparse_batches',

@@ -242,3 +242,41 @@ def test_bp_update_is_a_gradient_step_on_the_written_out_loss():
         new = E.bp_update(net, x, y, 0.1, loss)
         for got, p, g in zip((new.fields[0], new.biases[0], new.fields[1], new.biases[1]), params, grads):
             np.testing.assert_allclose(np.asarray(got), np.asarray(p - 0.1 * g), rtol=1e-5, atol=1e-6)
+
+
+def test_one_vs_rest_and_the_class_error():
+    labels = np.array([0, 2, 1, 2])
+    y = E.one_vs_rest(labels, 3)
+    assert y.shape == (4, 3) and (y == np.array([[1, -1, -1], [-1, -1, 1], [-1, 1, -1], [-1, -1, 1]])).all()
+    out = np.array([[0.9, 0.1, -2.0], [0.5, 0.2, 0.4], [-1.0, -0.5, -0.9], [-3.0, -2.0, -1.0]])
+    # argmax per row: 0 (right), 0 (wrong), 1 (right, though every output is negative), 2 (right)
+    assert E.error_rate(out, y) == pytest.approx(sum(o.argmax() != c for o, c in zip(out, labels)) / 4)
+    assert E.error_rate(out, y) == pytest.approx(0.25)
+    # labels that are not one class per row keep the sign rule: any wrong sign is an error
+    multi = np.array([[1, 1, -1], [-1, -1, -1]])
+    assert E.error_rate(np.array([[1.0, 2.0, -1.0], [-1.0, 0.5, -1.0]]), multi) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="integers in 0..2"):
+        E.one_vs_rest([0, 3], 3)
+
+
+def test_a_ten_class_network_learns_a_teacher_with_one_output_per_class():
+    """Multi-output EBP: a random linear teacher's argmax class is learned well above chance."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3000, 40)).astype(np.float32)
+    labels = (x @ rng.normal(size=(40, 4))).argmax(1)
+    y = E.one_vs_rest(labels, 4)
+    for kind in E.KINDS:
+        _, history = E.train_ebp(E.init_ebp(jax.random.key(0), [40, 60, 4]), x[:2500], y[:2500], jax.random.key(1),
+                                 kind=kind, epochs=3, x_test=x[2500:], y_test=y[2500:])
+        assert history[-1]["EBP-P"] < 0.25, (kind, history)  # chance is 0.75
+
+
+@pytest.mark.skipif(not os.environ.get("LIB_DATA_DIR"), reason="LIB_DATA_DIR not set")
+def test_ebp_mnist_experiment_end_to_end():
+    from lib.toolkit import EXPERIMENTS
+    rows = E.run_ebp_mnist(dict(EXPERIMENTS["ebp-mnist"].presets["book"], hidden=[[50]], epochs=1,
+                                bp_learning_rates=[0.1]))
+    by = {r["method"]: r for r in rows}
+    assert len(rows) == 3 and set(by) == {"Real EBP", "Binary EBP", "BP ce 0.1"}
+    assert all(r["hidden"] == [50] and r["epoch"] == 1 for r in rows)
+    assert by["Real EBP"]["EBP-P"] < 0.15 and by["Binary EBP"]["EBP-P"] < 0.2 and by["BP ce 0.1"]["BP"] < 0.2
