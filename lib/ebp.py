@@ -17,6 +17,7 @@ from jax.scipy.special import log_ndtr
 
 from lib.toolkit import check_array
 from lib.toolkit import experiment as _experiment
+from lib.toolkit import mnist_arrays
 
 
 # %% book/ebp.md
@@ -454,13 +455,8 @@ def run_ebp_mnist(config: dict) -> list:
     """MNIST with one output per class: 784 -> hidden... -> 10 (each entry of `hidden` a list of widths),
     Real and Binary EBP and BP (cross-entropy per output, one row per learning rate), minibatches of 10;
     per epoch, the test error on the 10,000 test images."""
-    from lib.data import load_mnist
-
-    def pixels(images):
-        return jnp.asarray(images.reshape(len(images), -1), jnp.float32) / 255
-
-    (x, labels), (x_test, labels_test) = load_mnist("train"), load_mnist("test")
-    x, y, x_test, y_test = pixels(x), one_vs_rest(labels, 10), pixels(x_test), one_vs_rest(labels_test, 10)
+    (x, labels), (x_test, labels_test) = mnist_arrays("train"), mnist_arrays("test")
+    x, y, x_test, y_test = jnp.asarray(x), one_vs_rest(labels, 10), jnp.asarray(x_test), one_vs_rest(labels_test, 10)
     rows = []
     for hidden in config["hidden"]:
         key = jax.random.key(config["seed"])
