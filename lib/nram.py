@@ -5,7 +5,9 @@
 # %% book/nram.md
 from __future__ import annotations
 
+import base64
 import dataclasses
+import io
 import math
 import time
 from functools import partial
@@ -725,6 +727,28 @@ def make_controller(config: TrainConfig, rngs: nnx.Rngs) -> nnx.Module:
     return kinds[config.controller](config.spec(), config.hidden, rngs=rngs)
 
 
+def controller_text(controller: nnx.Module) -> str:
+    """The controller's parameters as text (base64 of an .npz) to store beside a result; `load_controller`
+    reads it back."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, *[np.asarray(x) for x in jax.tree.leaves(nnx.state(controller, nnx.Param))])
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def load_controller(config: TrainConfig, text: str) -> nnx.Module:
+    """The controller of `config` with the parameters that `controller_text` wrote."""
+    graphdef, params, rest = nnx.split(make_controller(config, nnx.Rngs(0)), nnx.Param, ...)
+    leaves, treedef = jax.tree.flatten(params)
+    with np.load(io.BytesIO(base64.b64decode(text))) as saved:
+        arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    shapes = [x.shape for x in leaves]
+    if [a.shape for a in arrays] != shapes:
+        raise ValueError(f"the saved parameters have shapes {[a.shape for a in arrays]}, a {config.controller} "
+                         f"controller of this config has {shapes}")
+    return nnx.merge(graphdef, jax.tree.unflatten(treedef, [jnp.asarray(a, x.dtype) for a, x in zip(arrays, leaves)]),
+                     rest)
+
+
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     """Global-norm clipping to C2, decaying gradient noise, Adam (Sec. 4.1)."""
     return optax.chain(optax.clip_by_global_norm(config.clip_norm),
@@ -1046,7 +1070,8 @@ def _progress_log(name: str, every: int) -> Callable:
 )
 def run_nram(config: dict) -> list:
     """Table 1 for the easy tasks: train each task with each seed (BOOK_CONFIGS or NRAM_CONFIGS), then the
-    error at the top training length, the generalisation error up to length 50 and the discretised agreement."""
+    error at the top training length, the generalisation error up to length 50 and the discretised agreement;
+    each row keeps the selected controller (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
     configs = {"book": BOOK_CONFIGS, "paper": NRAM_CONFIGS}[config["scale"]]
     rows = []
     for task in config["tasks"]:
@@ -1061,7 +1086,8 @@ def run_nram(config: dict) -> list:
                          "train_seconds": round(result.wall_seconds, 1),
                          "history": {k: v.tolist() for k, v in result.history.items()},
                          "error_at_max_length": top["error"], "discrete_error_at_max_length": top["error_discrete"],
-                         "agreement_at_max_length": top["agreement"], "generalisation": tests})
+                         "agreement_at_max_length": top["agreement"], "generalisation": tests,
+                         "controller": controller_text(result.controller)})
     return rows
 
 
@@ -1090,6 +1116,7 @@ __all__ = [
     'circular_sub',
     'clip_gradient',
     'controller_policy',
+    'controller_text',
     'copy_program',
     'discrete_step',
     'draw_circuit',
@@ -1098,6 +1125,7 @@ __all__ = [
     'finish_step',
     'format_trace',
     'fuzzy_step',
+    'load_controller',
     'make_batch',
     'make_controller',
     'make_optimizer',

@@ -416,12 +416,14 @@ def project_root() -> Path | None:
     return None
 
 
-def _git_commit() -> str:
+def _git_commit(root=None) -> str:
+    """HEAD's sha, with "-dirty" if a tracked file outside results/ differs from it (a results file that an
+    earlier run rewrote is output, not code)."""
     try:
-        root = project_root()
+        root = root or project_root()
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
+                               cwd=root, capture_output=True, text=True, check=True).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except Exception:
         return "unknown"

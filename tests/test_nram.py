@@ -333,3 +333,18 @@ def test_keep_best_returns_the_controller_of_the_best_chunk():
     for x, y in zip(jax.tree.leaves(nnx.state(last.controller, nnx.Param)),
                     jax.tree.leaves(nnx.state(result.final_controller, nnx.Param))):
         np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "lstm"])
+def test_a_controller_saved_as_text_loads_back_identical(kind):
+    config = N.TrainConfig(controller=kind, hidden=8)
+    controller = N.make_controller(config, nnx.Rngs(3))
+    loaded = N.load_controller(config, N.controller_text(controller))
+    for x, y in zip(jax.tree.leaves(nnx.state(controller, nnx.Param)), jax.tree.leaves(nnx.state(loaded, nnx.Param))):
+        np.testing.assert_array_equal(x, y)
+    bits = jnp.asarray(np.random.default_rng(0).integers(0, 2, (2, config.registers)), jnp.float32)
+    np.testing.assert_array_equal(controller(bits, controller.initial_carry(2))[0], loaded(bits, loaded.initial_carry(2))[0])
+    fresh = N.make_controller(config, nnx.Rngs(4))  # a different initialisation really differs
+    assert not np.array_equal(fresh(bits, fresh.initial_carry(2))[0], controller(bits, controller.initial_carry(2))[0])
+    with pytest.raises(ValueError, match="saved parameters have shapes"):
+        N.load_controller(dataclasses.replace(config, hidden=9), N.controller_text(controller))

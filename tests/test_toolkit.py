@@ -196,6 +196,23 @@ def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
         T.EXPERIMENTS.pop("test-sum", None)
 
 
+def test_git_commit_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "results" / "r.json").write_text("{}\n")
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "c"], check=True)
+    sha = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert T._git_commit(tmp_path) == sha
+    (tmp_path / "results" / "r.json").write_text('{"rows": []}\n')  # a rerun rewrote a results file
+    (tmp_path / "notes.txt").write_text("untracked\n")
+    assert T._git_commit(tmp_path) == sha
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert T._git_commit(tmp_path) == sha + "-dirty"
+
+
 def test_python_m_lib_lists_and_reports_errors():
     out = subprocess.run([sys.executable, "-m", "lib"], capture_output=True, text=True)
     assert out.returncode == 0 and "toolkit-mnist-softmax" in out.stdout and "paper" in out.stdout
