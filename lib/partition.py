@@ -273,22 +273,27 @@ def kalman_update(tracker: Tracker, o_dt, var_dt, o_db, var_db, log_z_base, proc
     process_var: the diagonal of Q (length M), +inf for no smoothness prior.
     """
     c_cur, c_prev, h = (jnp.asarray(m) for m in observation_matrices(o_dt.shape[0] + 1))
+    mu = tracker.mean
     q = jnp.diag(1.0 / process_var)                       # zero precision where the variance is inf
     prior_prec = _spd_inverse(tracker.cov)
     r = 1.0 / var_dt
     j11 = prior_prec + q + (c_prev.T * r) @ c_prev
     j12 = -q + (c_prev.T * r) @ c_cur
     j22 = q + (c_cur.T * r) @ c_cur
-    h1 = prior_prec @ tracker.mean + (c_prev.T * r) @ o_dt
-    h2 = (c_cur.T * r) @ o_dt
+    # in deviations from the prior mean (x = mu + e): the same algebra, but no information vector of size
+    # P^-1 mu, whose float32 rounding (mu ~ log Z of hundreds, P^-1 ~ 1e5) would move the mean every step
+    r_dt = o_dt - (c_cur + c_prev) @ mu
+    r_db = o_db.at[-1].add(-log_z_base) - h @ mu
+    h1 = (c_prev.T * r) @ r_dt
+    h2 = (c_cur.T * r) @ r_dt
     chol = jax.scipy.linalg.cho_factor(j11, lower=True)
     prec = j22 - j12.T @ jax.scipy.linalg.cho_solve(chol, j12)
     info = h2 - j12.T @ jax.scipy.linalg.cho_solve(chol, h1)
     s = 1.0 / var_db
     prec = prec + (h.T * s) @ h
-    info = info + (h.T * s) @ o_db.at[-1].add(-log_z_base)
+    info = info + (h.T * s) @ r_db
     cov = _spd_inverse(0.5 * (prec + prec.T))
-    return Tracker(cov @ info, cov)
+    return Tracker(mu + cov @ info, cov)
 
 
 # %% book/partition.md

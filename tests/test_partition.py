@@ -182,6 +182,43 @@ def test_kalman_filter_equals_dense_conditioning(sigma_z):
     np.testing.assert_allclose(np.asarray(tr.cov), cov, atol=2e-4 if sigma_z < 1 else 2e-3)
 
 
+def test_kalman_filter_in_float32_follows_a_float64_covariance_filter_over_a_long_run():
+    """At training's scale (log Z in the hundreds, importance variances ~1e-5, 20,000 steps) the float32
+    filter must not drift from a float64 filter written in covariance form (Kalman gains, no precisions)."""
+    m, steps = 6, 20000
+    rng = np.random.default_rng(1)
+    zeta = np.linspace(250.0, 0.0, m)          # zeta_1..zeta_M, constant; zeta_M = 0 is the known one
+    v_dt, v_db = np.full(m - 1, 1e-5), np.full(m - 1, 0.5)
+    o_dt = rng.normal(size=(steps, m - 1)) * np.sqrt(v_dt)
+    o_db = np.diff(zeta)[None] + rng.normal(size=(steps, m - 1)) * np.sqrt(v_db)
+    q = np.r_[np.full(m - 1, np.inf), 1e-7]
+    mu0, p0 = np.r_[zeta[:-1] + 0.5, 0.0], np.diag(np.r_[np.full(m - 1, 1.0), 1e-2])
+
+    def step32(tr, o):
+        tr = P.kalman_update(tr, o[0], jnp.asarray(v_dt, jnp.float32), o[1], jnp.asarray(v_db, jnp.float32),
+                             jnp.float32(0.0), jnp.asarray(q, jnp.float32))
+        return tr, tr.mean[0]
+
+    tr0 = P.Tracker(jnp.asarray(mu0, jnp.float32), jnp.asarray(p0, jnp.float32))
+    _, path32 = jax.jit(lambda t: jax.lax.scan(step32, t, (jnp.asarray(o_dt, jnp.float32),
+                                                           jnp.asarray(o_db, jnp.float32))))(tr0)
+    c_cur, c_prev, h = (np.asarray(x, np.float64) for x in P.observation_matrices(m))
+    qf = np.diag(np.minimum(q, 1e6))
+    mean, cov, path64 = mu0.copy(), p0.copy(), []
+    for t in range(steps):
+        jm, jc = np.r_[mean, mean], np.block([[cov, cov], [cov, cov + qf]])   # (x_{t-1}, x_t)
+        a = np.hstack([c_prev, c_cur])
+        gain = jc @ a.T @ np.linalg.inv(a @ jc @ a.T + np.diag(v_dt))
+        jm, jc = jm + gain @ (o_dt[t] - a @ jm), jc - gain @ a @ jc
+        mean, cov = jm[m:], jc[m:, m:]
+        gain = cov @ h.T @ np.linalg.inv(h @ cov @ h.T + np.diag(v_db))
+        mean, cov = mean + gain @ (o_db[t] - h @ mean), cov - gain @ h @ cov
+        path64.append(mean[0])
+    path32, path64 = np.asarray(path32), np.asarray(path64)
+    assert np.abs(path64 - zeta[0]).max() < 1.0           # the float64 filter itself tracks the truth
+    np.testing.assert_allclose(path32, path64, atol=0.02)
+
+
 def test_ais_agrees_with_exact_log_z():
     rbm = tiny_rbm(8, 5, seed=2)
     exact = P.exact_log_z(rbm)
