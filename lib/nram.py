@@ -882,35 +882,40 @@ def scaled_size(config: TrainConfig, n: int) -> tuple[int, int]:
             math.ceil(config.timesteps * scale))
 
 
-def evaluate(controller: nnx.Module, config: TrainConfig, n: int, *, examples: int = 100, seed: int = 0,
-             batch_size: int = 100) -> dict:
-    """Error of the fuzzy and the discretised machine on `examples` fresh examples of difficulty n (Sec. 4.4).
+@partial(jax.jit, static_argnames=("graphdef", "spec", "timesteps"))
+def _both_machines(graphdef, state, memory, target, *, spec: NRAMSpec, timesteps: int):
+    """Outputs of the fuzzy and of the discretised machine (compiled once per controller structure and shape)."""
+    controller = nnx.merge(graphdef, state)
+    run = run_fuzzy(spec, controller, memory, target, timesteps, carry=controller.initial_carry(memory.shape[0]))
+    carry = jax.tree.map(lambda c: c[0], controller.initial_carry(1))
+    discrete, _ = jax.vmap(lambda m: run_discrete(spec, controller_policy(controller), m, timesteps, carry))(memory)
+    return run_output(run), discrete
 
-    Returns {"n", "memory_size", "timesteps", "error" (fuzzy), "error_discrete", "agreement": share of
-    examples whose output cells the two machines write identically}.
+
+def evaluate(controller: nnx.Module, config: TrainConfig, n: int, *, examples: int = 100, seed: int = 0,
+             batch_size: int = 100, mixed: bool = False) -> dict:
+    """Error of the fuzzy and the discretised machine on `examples` fresh examples of difficulty n (Sec. 4.4),
+    or with `mixed`, of difficulties drawn uniformly from 1..n (Figure 3's "max task complexity" n); the
+    tape and timesteps are those of difficulty n (`scaled_size`).
+
+    Returns {"n", "mixed", "memory_size", "timesteps", "error" (fuzzy), "error_discrete", "agreement": share
+    of examples whose output cells the two machines write identically}.
     """
     spec = config.spec()
     M, T = scaled_size(config, n)
     rng = np.random.default_rng(seed)
     graphdef, state = nnx.split(controller)
-
-    @jax.jit
-    def machines(memory, target):
-        controller = nnx.merge(graphdef, state)
-        run = run_fuzzy(spec, controller, memory, target, T, carry=controller.initial_carry(memory.shape[0]))
-        carry = jax.tree.map(lambda c: c[0], controller.initial_carry(1))
-        discrete, _ = jax.vmap(lambda m: run_discrete(spec, controller_policy(controller), m, T, carry))(memory)
-        return run_output(run), discrete
-
+    machines = partial(_both_machines, graphdef, state, spec=spec, timesteps=T)
     wrong = wrong_d = cells = agree = 0
     for start in range(0, examples, batch_size):
-        batch = make_batch(config.task, [n] * min(batch_size, examples - start), M, rng)
+        size = min(batch_size, examples - start)
+        batch = make_batch(config.task, rng.integers(1, n + 1, size) if mixed else [n] * size, M, rng)
         fuzzy, discrete = (np.asarray(x) for x in machines(jnp.asarray(batch.memory), jnp.asarray(batch.target)))
         w, c = cell_errors(fuzzy, batch.target, batch.mask)
         wrong, cells, wrong_d = wrong + w, cells + c, wrong_d + cell_errors(discrete, batch.target, batch.mask)[0]
         agree += int(np.all((fuzzy == discrete) | ~batch.mask, axis=1).sum())
-    return {"n": n, "memory_size": M, "timesteps": T, "error": wrong / cells, "error_discrete": wrong_d / cells,
-            "agreement": agree / examples}
+    return {"n": n, "mixed": mixed, "memory_size": M, "timesteps": T, "error": wrong / cells,
+            "error_discrete": wrong_d / cells, "agreement": agree / examples}
 
 
 # %% book/nram.md
@@ -1091,6 +1096,48 @@ def run_nram(config: dict) -> list:
     return rows
 
 
+# %% book/nram.md
+HARD_CONFIGS = {
+    "permutation": TrainConfig(task="permutation", memory_size=13, timesteps=14, max_difficulty=6, entropy=0.01),
+    "listk": TrainConfig(task="listk", memory_size=23, timesteps=14, max_difficulty=10, entropy=0.01),
+    "listsearch": TrainConfig(task="listsearch", memory_size=15, timesteps=14, max_difficulty=6, entropy=0.01),
+    "merge": TrainConfig(task="merge", memory_size=25, timesteps=24, max_difficulty=10, entropy=0.01),
+    "walkbst": TrainConfig(task="walkbst", memory_size=43, timesteps=22, max_difficulty=10, entropy=0.01),
+}
+"""The hard tasks at Table 1's training complexities (Permutation and ListSearch 6, the others 10)."""
+
+
+@_experiment(
+    "nram-hard", chapter="nram",
+    book={"tasks": ["permutation"], "seeds": [0], "settings": [{}], "steps": 2000, "figure3": [6, 10],
+          "test_examples": 200},
+    paper={"tasks": list(HARD_TASKS), "seeds": list(range(8)), "settings": [{}, {"repeats": 2}], "steps": 20000,
+           "figure3": [10, 15, 20, 25, 30], "test_examples": 500},
+)
+def run_nram_hard(config: dict) -> list:
+    """The hard tasks: one run per task, setting (TrainConfig fields changed from HARD_CONFIGS) and seed; the
+    error at the training complexities (uniform on 1..max), the discretised machine's, and Figure 3's points."""
+    rows = []
+    for task in config["tasks"]:
+        for setting in config["settings"]:
+            for seed in config["seeds"]:
+                train = dataclasses.replace(HARD_CONFIGS[task], seed=seed, steps=config["steps"], **setting)
+                result = train_nram(train, progress=False,
+                                    log=_progress_log(f"{task} {setting} seed {seed}", every=2000))
+                top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1,
+                               mixed=True)
+                curve = [evaluate(result.controller, train, x, examples=config["test_examples"], seed=seed + 1 + x,
+                                  mixed=True) for x in config["figure3"]]
+                rows.append({"task": task, "setting": setting, "seed": seed, "train_config": dataclasses.asdict(train),
+                             "final_level": result.level, "selected_step": result.selected_step,
+                             "train_seconds": round(result.wall_seconds, 1),
+                             "history": {k: v.tolist() for k, v in result.history.items()},
+                             "train_error": top["error"], "discrete_error": top["error_discrete"],
+                             "agreement": top["agreement"], "figure3": curve,
+                             "controller": controller_text(result.controller)})
+    return rows
+
+
 __all__ = [
     'ARITY',
     'BOOK_CONFIGS',
@@ -1098,6 +1145,7 @@ __all__ = [
     'Curriculum',
     'EASY_TASKS',
     'Example',
+    'HARD_CONFIGS',
     'HARD_TASKS',
     'LSTMController',
     'MLPController',
@@ -1138,6 +1186,7 @@ __all__ = [
     'run_discrete',
     'run_fuzzy',
     'run_nram',
+    'run_nram_hard',
     'run_output',
     'safe_log',
     'scaled_size',

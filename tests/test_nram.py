@@ -348,3 +348,43 @@ def test_a_controller_saved_as_text_loads_back_identical(kind):
     assert not np.array_equal(fresh(bits, fresh.initial_carry(2))[0], controller(bits, controller.initial_carry(2))[0])
     with pytest.raises(ValueError, match="saved parameters have shapes"):
         N.load_controller(dataclasses.replace(config, hidden=9), N.controller_text(controller))
+
+
+class _Program(nnx.Module):
+    """A fixed policy (bits, carry) -> (logits, carry) as a controller module, for evaluate."""
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    def initial_carry(self, batch):
+        return ()
+
+    def __call__(self, bits, carry=()):
+        return self.policy(bits, carry)
+
+
+def test_evaluate_scores_the_hand_written_program_perfect_and_too_few_steps_wrong():
+    config = N.TrainConfig(task="copy", memory_size=16, timesteps=12, max_difficulty=5)
+    assert N.scaled_size(config, 5) == (16, 12) and N.scaled_size(config, 12) == (39, 29)
+    program = _Program(N.copy_program(config.spec()))
+    for n, mixed in ((3, False), (5, False), (12, False), (12, True)):
+        e = N.evaluate(program, config, n, examples=40, seed=n, mixed=mixed)
+        assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1, e
+        assert e["mixed"] is mixed and (e["memory_size"], e["timesteps"]) == N.scaled_size(config, n)
+    # with 4 timesteps the program sets up, then copies one cell per step: 3 cells of 5, 2/5 wrong
+    short = N.evaluate(program, dataclasses.replace(config, timesteps=4), 5, examples=20)
+    assert short["error"] == pytest.approx(2 / 5) and short["error_discrete"] == pytest.approx(2 / 5)
+
+
+def test_nram_hard_experiment_end_to_end():
+    rows = N.run_nram_hard({"tasks": ["permutation"], "seeds": [0], "settings": [{"hidden": 16}], "steps": 50,
+                            "figure3": [8], "test_examples": 20})
+    (row,) = rows
+    assert row["task"] == "permutation" and row["setting"] == {"hidden": 16}
+    config = N.TrainConfig(**row["train_config"])
+    assert config.hidden == 16 and config.steps == 50
+    assert 0 <= row["train_error"] <= 1 and [p["n"] for p in row["figure3"]] == [8] and row["figure3"][0]["mixed"]
+    assert row["figure3"][0]["memory_size"] >= N.TASKS["permutation"].min_memory(8)
+    controller = N.load_controller(config, row["controller"])  # the stored controller is the evaluated one
+    again = N.evaluate(controller, config, config.max_difficulty, examples=1000, seed=1, mixed=True)
+    assert again["error"] == row["train_error"]
