@@ -1066,6 +1066,15 @@ def _progress_log(name: str, every: int) -> Callable:
     return log
 
 
+def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
+    """What a results row keeps of one training run: its configuration, curriculum, history and the selected
+    controller."""
+    return {"train_config": dataclasses.asdict(config), "final_level": result.level,
+            "selected_step": result.selected_step, "train_seconds": round(result.wall_seconds, 1),
+            "history": {k: v.tolist() for k, v in result.history.items()},
+            "controller": controller_text(result.controller)}
+
+
 @_experiment(
     "nram", chapter="nram",
     book={"scale": "book", "tasks": ["copy", "access"], "seeds": None, "steps": None,
@@ -1086,13 +1095,9 @@ def run_nram(config: dict) -> list:
             top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1)
             tests = [evaluate(result.controller, train, n, examples=config["test_examples"], seed=seed + 1 + n)
                      for n in config["test_lengths"]]
-            rows.append({"task": task, "seed": seed, "train_config": dataclasses.asdict(train),
-                         "final_level": result.level, "selected_step": result.selected_step,
-                         "train_seconds": round(result.wall_seconds, 1),
-                         "history": {k: v.tolist() for k, v in result.history.items()},
+            rows.append({"task": task, "seed": seed, **_run_record(train, result),
                          "error_at_max_length": top["error"], "discrete_error_at_max_length": top["error_discrete"],
-                         "agreement_at_max_length": top["agreement"], "generalisation": tests,
-                         "controller": controller_text(result.controller)})
+                         "agreement_at_max_length": top["agreement"], "generalisation": tests})
     return rows
 
 
@@ -1128,13 +1133,9 @@ def run_nram_hard(config: dict) -> list:
                                mixed=True)
                 curve = [evaluate(result.controller, train, x, examples=config["test_examples"], seed=seed + 1 + x,
                                   mixed=True) for x in config["figure3"]]
-                rows.append({"task": task, "setting": setting, "seed": seed, "train_config": dataclasses.asdict(train),
-                             "final_level": result.level, "selected_step": result.selected_step,
-                             "train_seconds": round(result.wall_seconds, 1),
-                             "history": {k: v.tolist() for k, v in result.history.items()},
+                rows.append({"task": task, "setting": setting, "seed": seed, **_run_record(train, result),
                              "train_error": top["error"], "discrete_error": top["error_discrete"],
-                             "agreement": top["agreement"], "figure3": curve,
-                             "controller": controller_text(result.controller)})
+                             "agreement": top["agreement"], "figure3": curve})
     return rows
 
 
