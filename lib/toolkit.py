@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -197,6 +198,7 @@ def fit(
     first_step: int = 0,
     stop_after: int | None = None,
     hint: str = "lower the learning rate, or check the data and the initialisation",
+    mesh: jax.sharding.Mesh | str | None = "auto",
 ) -> FitResult:
     """Run `num_steps` of `state, metrics = step(state, data(t), fold_in(key, t))` (Appendix B).
 
@@ -207,6 +209,9 @@ def fit(
     later call resumes from the latest checkpoint. `first_step`: the step `state` is at (to train in
 chunks, e.g. evaluating between calls). `stop_after` ends the call after that many steps
     (an interruption, for tests) without a final checkpoint.
+    mesh: data parallelism (see `data_mesh`): the state is replicated on the mesh's devices and every
+    leaf of the batch split along its first axis. "auto": all devices when there are several and the
+    batch divides among them (else one device, with a warning); None: the default device.
     """
     import warnings
 
@@ -229,7 +234,13 @@ chunks, e.g. evaluating between calls). `stop_after` ends the call after that ma
             if restored[0] > start:
                 start, state, extra = restored
                 history = {k: list(v) for k, v in extra.get("history", {}).items()}
-    jitted = jax.jit(step)
+                note_restored(checkpoint_dir, start)
+    feed, jitted = data, jax.jit(step)
+    mesh = _resolve_mesh(mesh, data(start) if start < num_steps else None)
+    if mesh is not None:
+        everywhere = replicated(mesh)
+        state, key = jax.device_put((state, key), everywhere)
+        feed, jitted = (lambda t: shard_batch(data(t), mesh)), jax.jit(step, out_shardings=(everywhere, everywhere))
     began = time.perf_counter()
     pending: list = []
     t = start
@@ -251,7 +262,7 @@ chunks, e.g. evaluating between calls). `stop_after` ends the call after that ma
     bar_options = {} if progress else {"disable": True}
     with tqdm(total=num_steps, initial=start, desc=desc, dynamic_ncols=True, **bar_options) as bar:
         while t < end:
-            state, metrics = jitted(state, data(t), step_key(key, t))
+            state, metrics = jitted(state, feed(t), step_key(key, t))
             pending.append((t, metrics))
             t += 1
             if t % log_every == 0 or t == end:
@@ -265,11 +276,14 @@ chunks, e.g. evaluating between calls). `stop_after` ends the call after that ma
 
 
 # %% book/toolkit.md
-def minibatches(arrays, batch_size: int, *, key: jax.Array) -> Callable[[int], Any]:
+def minibatches(arrays, batch_size: int, *, key: jax.Array, stream: bool = False) -> Callable[[int], Any]:
     """data(t) for `fit`: minibatch t of `arrays` (a pytree of arrays with a common first axis).
 
     Each epoch is a fresh permutation drawn from fold_in(key, epoch); the last incomplete batch of
     an epoch is dropped so every batch has `batch_size` rows (one compiled shape).
+    stream: leave `arrays` where they are (numpy arrays, or np.memmap files larger than memory) and
+    gather each batch on the host, its rows in increasing order (one pass over the file); `fit` then
+    moves the batch to the device(s). Otherwise the arrays are copied to device memory once.
     """
     leaves = jax.tree.leaves(arrays)
     if not leaves:
@@ -280,8 +294,21 @@ def minibatches(arrays, batch_size: int, *, key: jax.Array) -> Callable[[int], A
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be in 1..{n} (the number of examples), got {batch_size}")
     per_epoch = n // batch_size
-    arrays = jax.tree.map(jnp.asarray, arrays)
     permutation = jax.jit(lambda epoch: jax.random.permutation(jax.random.fold_in(key, epoch), n))
+    if stream:
+        orders = {}
+
+        def host_batch(t: int):
+            epoch = t // per_epoch
+            if epoch not in orders:
+                orders.clear()
+                orders[epoch] = np.asarray(permutation(epoch))
+            position = t % per_epoch
+            idx = np.sort(orders[epoch][position * batch_size:(position + 1) * batch_size])
+            return jax.tree.map(lambda a: np.asarray(a[idx]), arrays)
+
+        return host_batch
+    arrays = jax.tree.map(jnp.asarray, arrays)
 
     @jax.jit
     def take(order, position):
@@ -343,6 +370,59 @@ def nnx_step(graphdef, tx: optax.GradientTransformation, loss_fn: Callable) -> C
         return TrainState(params, rest, opt_state), {"loss": loss, **metrics, "grad_norm": _global_norm(grads)}
 
     return step
+
+
+# %% book/toolkit.md
+def data_mesh(devices=None) -> jax.sharding.Mesh:
+    """A one-axis mesh named "data" over `devices` (default: all devices of all processes)."""
+    devices = jax.devices() if devices is None else list(devices)
+    if not devices:
+        raise ValueError("data_mesh needs at least one device")
+    return jax.sharding.Mesh(np.asarray(devices), ("data",))
+
+
+def replicated(mesh: jax.sharding.Mesh) -> jax.sharding.NamedSharding:
+    """The sharding that puts a whole copy of an array on every device of `mesh`."""
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+
+
+def shard_batch(batch, mesh: jax.sharding.Mesh):
+    """Place every leaf of `batch` on `mesh`, split along its first axis (which the device count must divide).
+
+    Host arrays (numpy, np.memmap) are sliced per device, so a device's rows are the only ones read;
+    device arrays are moved (a no-op if already placed so).
+    """
+    n = mesh.devices.size
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+
+    def place(a):
+        if np.ndim(a) == 0 or np.shape(a)[0] % n:
+            raise ValueError(f"a batch leaf of shape {np.shape(a)} cannot be split over {n} devices: the first "
+                             f"dimension must be a multiple of {n}; change the batch size, or train with mesh=None")
+        if isinstance(a, jax.Array):
+            return jax.device_put(a, sharding)
+        return jax.make_array_from_callback(np.shape(a), sharding, lambda index: np.asarray(a[index]))
+
+    return jax.tree.map(place, batch)
+
+
+def _resolve_mesh(mesh, example_batch):
+    """fit's `mesh` argument: a Mesh, None, or "auto" (all devices if there are several and the batch divides)."""
+    if mesh is None or isinstance(mesh, jax.sharding.Mesh):
+        return mesh
+    if mesh != "auto":
+        raise ValueError(f"mesh must be a jax.sharding.Mesh, None or 'auto', got {mesh!r}")
+    if jax.device_count() == 1 or example_batch is None:
+        return None
+    n = jax.device_count()
+    sizes = {np.shape(a)[0] if np.ndim(a) else 0 for a in jax.tree.leaves(example_batch)}
+    if any(size == 0 or size % n for size in sizes):
+        import warnings
+
+        warnings.warn(f"fit: batch first dimensions {sorted(sizes)} do not divide among {n} devices; "
+                      "training on one device", stacklevel=3)
+        return None
+    return data_mesh()
 
 
 # %% book/toolkit.md
@@ -454,13 +534,16 @@ def _parse_value(text: str):
 
 def run_experiment(name: str, preset: str = "book", overrides: dict | None = None,
                    results_dir: str | os.PathLike = "results", command: str | None = None,
-                   part: str | None = None) -> dict:
+                   part: str | None = None, resume: bool = True) -> dict:
     """Run registered experiment `name` and write results/<chapter>/<name>.json; return the record.
 
     overrides: keys of the preset to change; a run with overrides is recorded as "reduced": true
     (it is not the preset's configuration). part: a name for one piece of a run that is made in
     pieces (one group of models, say): written to <name>.<part>.json, so pieces do not overwrite
     each other; load_results(..., part=) reads it back.
+    resume: keep the run's finished units and checkpoints in results/.checkpoints/<chapter>/<name>[.<part>]
+    while it runs (see `run_unit`) and, if an interrupted run of the same configuration left them
+    there, continue from them (the record's "resumed" says what was reused); False: start afresh.
     """
     if part is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", part):
         raise ValueError(f"part must be letters, digits, '-' or '_', got {part!r}")
@@ -477,8 +560,14 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
     config.update(overrides)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     origin = provenance()  # taken before the run: the code that runs is the code of this commit
+    stem = f"{name}.{part}" if part else name
+    run = _open_run(Path(results_dir) / ".checkpoints" / exp.chapter / stem, preset, config, origin, fresh=not resume)
     began = time.perf_counter()
-    rows = exp.fn(config)
+    _RUNS.append(run)
+    try:
+        rows = exp.fn(config)
+    finally:
+        _RUNS.remove(run)
     record = {
         "experiment": name,
         "chapter": exp.chapter,
@@ -489,13 +578,15 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
         "part": part,
         "started": started,
         "wall_seconds": round(time.perf_counter() - began, 3),
+        "resumed": run.summary(),
         **origin,
         "config": config,
         "rows": rows,
     }
-    out = Path(results_dir) / exp.chapter / (f"{name}.{part}.json" if part else f"{name}.json")
+    out = Path(results_dir) / exp.chapter / f"{stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, default=float) + "\n")
+    shutil.rmtree(run.directory, ignore_errors=True)  # the results file now holds everything
     record["path"] = str(out)
     return record
 
@@ -525,6 +616,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="override one setting (JSON value); the run is recorded as reduced")
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--part", help="name of this piece of a run made in pieces: writes NAME.PART.json")
+    parser.add_argument("--fresh", action="store_true",
+                        help="discard what an interrupted run of this experiment left, instead of resuming it")
     args = parser.parse_args(argv)
     if args.experiment is None:
         print("experiments (python -m lib NAME --preset {book,paper}):")
@@ -541,7 +634,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides[k] = _parse_value(v)
     command = "python -m lib " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
-        record = run_experiment(args.experiment, args.preset, overrides, args.results_dir, command, args.part)
+        record = run_experiment(args.experiment, args.preset, overrides, args.results_dir, command, args.part,
+                                resume=not args.fresh)
     except ValueError as err:
         parser.error(str(err))
     print(f"wrote {record['path']} ({record['wall_seconds']:.1f} s)")
@@ -549,11 +643,93 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # %% book/toolkit.md
+class _Run:
+    """The checkpoint folder of one `run_experiment` call (see `run_unit`)."""
+
+    def __init__(self, directory: Path, previous: dict | None):
+        self.directory, self.previous = directory, previous
+        self.reused: list[str] = []
+        self.restored: dict[str, int] = {}
+
+    def summary(self) -> dict | None:
+        if not (self.reused or self.restored):
+            return None
+        return {"units_reused": self.reused, "checkpoints_restored": self.restored,
+                "first_started": (self.previous or {}).get("started"),
+                "first_commit": (self.previous or {}).get("git_commit")}
+
+
+_RUNS: list[_Run] = []  # the experiment runs in progress (innermost last)
+
+
+def _open_run(directory: Path, preset: str, config: dict, origin: dict, fresh: bool) -> _Run:
+    """The run folder for this configuration: reused if an interrupted run of it left one, else made anew."""
+    about = directory / "run.json"
+    mine = {"preset": preset, "config": json.loads(json.dumps(config, default=float))}
+    if fresh:
+        shutil.rmtree(directory, ignore_errors=True)
+    previous = json.loads(about.read_text()) if about.exists() else None
+    if previous is not None and {k: previous.get(k) for k in mine} != mine:
+        raise ValueError(f"{directory} holds an interrupted run with another configuration "
+                         f"({previous.get('preset')}, {previous.get('config')}); run with --fresh "
+                         "(resume=False) to discard it, or repeat that run's command to finish it")
+    directory.mkdir(parents=True, exist_ok=True)
+    if previous is None:
+        now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        about.write_text(json.dumps({**mine, "started": now, "git_commit": origin["git_commit"]}, indent=1) + "\n")
+    return _Run(directory, previous)
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
+
+
+def run_unit(name: str, compute: Callable[[Path | None], Any]) -> Any:
+    """compute(checkpoint_dir) -> JSON-able result, once per experiment run.
+
+    Inside `run_experiment`, a result stored under `name` by an interrupted run of the same
+    configuration is returned without calling `compute`; otherwise `compute` gets a folder of its own
+    for checkpoints (a trainer that was interrupted restores its latest one there) and its result is
+    stored. Outside an experiment run: compute(None). Either way the result comes back as JSON would
+    give it (tuples as lists, numpy scalars as floats), so a resumed run returns the same values.
+    """
+    run = _RUNS[-1] if _RUNS else None
+    if run is None:
+        return json.loads(json.dumps(compute(None), default=float))
+    done = run.directory / "units" / f"{_safe_name(name)}.json"
+    if done.exists():
+        run.reused.append(name)
+        return json.loads(done.read_text())["result"]
+    checkpoint_dir = run.directory / "checkpoints" / _safe_name(name)
+    result = json.loads(json.dumps(compute(checkpoint_dir), default=float))
+    done.parent.mkdir(parents=True, exist_ok=True)
+    partial_file = done.with_suffix(".tmp")
+    partial_file.write_text(json.dumps({"name": name, "result": result}) + "\n")
+    partial_file.replace(done)  # atomic: a unit is either stored whole or not at all
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    return result
+
+
+def note_restored(checkpoint_dir, step: int) -> None:
+    """For trainers: record in the current experiment run that `checkpoint_dir` was restored at `step`."""
+    if _RUNS:
+        run = _RUNS[-1]
+        try:
+            label = str(Path(checkpoint_dir).resolve().relative_to(run.directory.resolve() / "checkpoints"))
+        except ValueError:
+            label = str(checkpoint_dir)
+        run.restored[label] = int(step)
+
+
+# %% book/toolkit.md
 @experiment("toolkit-mnist-softmax", chapter="toolkit",
             book={"steps": 1200, "batch_size": 100, "learning_rate": 1e-3, "seed": 0},
             paper={"steps": 12000, "batch_size": 100, "learning_rate": 1e-3, "seed": 0})
 def run_mnist_softmax(config: dict) -> list:
-    """Softmax regression on MNIST with Adam: test accuracy and cross-entropy every 10% of the run."""
+    """Softmax regression on MNIST with Adam: test accuracy and cross-entropy every 10% of the run.
+
+    One unit (see `run_unit`), checkpointed at every row; each row carries the digest of the parameters.
+    """
     x_train, y_train = mnist_arrays("train")
     x_test, y_test = mnist_arrays("test")
     key = jax.random.key(config["seed"])
@@ -561,14 +737,40 @@ def run_mnist_softmax(config: dict) -> list:
     graphdef, state = nnx_train_state(SoftmaxRegression(784, 10, rngs=make_rngs(config["seed"])), tx)
     step = nnx_step(graphdef, tx, softmax_loss)
     data = minibatches((x_train, y_train), config["batch_size"], key=key)
-    rows, done = [], 0
-    for target in np.linspace(0, config["steps"], 11)[1:].astype(int).tolist():
-        state = fit(step, state, data, target, key=key, first_step=done, log_every=max(1, target - done),
-                    progress=False).state
-        done = target
-        loss, metrics = softmax_loss(nnx_model(graphdef, state), (x_test, y_test), key)
-        rows.append({"step": done, "test_cross_entropy": float(loss), "test_accuracy": float(metrics["accuracy"])})
-    return rows
+
+    def train(checkpoint_dir):
+        rows, done, now = [], 0, state
+        restored = restore_checkpoint(checkpoint_dir, now) if checkpoint_dir else None
+        if restored is not None:
+            done, now, extra = restored
+            rows = extra["rows"]
+            note_restored(checkpoint_dir, done)
+        for target in np.linspace(0, config["steps"], 11)[1:].astype(int).tolist():
+            if target <= done:
+                continue
+            now = fit(step, now, data, target, key=key, first_step=done, log_every=max(1, target - done),
+                      progress=False).state
+            done = target
+            loss, metrics = softmax_loss(nnx_model(graphdef, now), (x_test, y_test), key)
+            rows.append({"step": done, "test_cross_entropy": float(loss), "test_accuracy": float(metrics["accuracy"]),
+                         "params_sha256": tree_digest(now.params)})
+            if checkpoint_dir is not None:
+                save_checkpoint(checkpoint_dir, done, now, {"rows": rows})
+        return rows
+
+    return run_unit("softmax", train)
+
+
+def tree_digest(tree) -> str:
+    """SHA-256 of the leaves of a pytree (their dtypes, shapes and bytes): equal digests, bit-identical trees."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for leaf in jax.tree.leaves(jax.device_get(tree)):
+        a = np.ascontiguousarray(leaf)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 __all__ = [
@@ -583,6 +785,7 @@ __all__ = [
     'check_array',
     'check_finite',
     'current_preset',
+    'data_mesh',
     'experiment',
     'fit',
     'load_results',
@@ -593,13 +796,18 @@ __all__ = [
     'nnx_model',
     'nnx_step',
     'nnx_train_state',
+    'note_restored',
     'preset',
     'project_root',
     'provenance',
+    'replicated',
     'restore_checkpoint',
     'run_experiment',
     'run_mnist_softmax',
+    'run_unit',
     'save_checkpoint',
+    'shard_batch',
     'softmax_loss',
     'step_key',
+    'tree_digest',
 ]

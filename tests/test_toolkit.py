@@ -228,3 +228,175 @@ def test_python_m_lib_runs_an_experiment(tmp_path, data_dir):
     rec = json.loads((tmp_path / "toolkit" / "toolkit-mnist-softmax.json").read_text())
     assert rec["reduced"] and rec["config"]["steps"] == 20 and len(rec["rows"]) == 10
     assert 0.5 < rec["rows"][-1]["test_accuracy"] <= 1.0
+
+
+# ---------------------------------------------------------------- several devices
+
+MESH_SCRIPT = r"""
+import os, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+import jax, numpy as np, optax
+jax.config.update("jax_enable_x64", True)
+from flax import nnx
+from lib.toolkit import fit, minibatches, nnx_step, nnx_train_state, data_mesh, replicated, shard_batch, step_key
+from lib.dgp import build_dgp
+from lib.darn import DARN, darn_loss
+assert jax.device_count() == 4, jax.devices()
+rng = np.random.default_rng(0)
+x = rng.normal(size=(512, 3)); y = np.sin(x.sum(1, keepdims=True)) + 0.1 * rng.normal(size=(512, 1))
+bits = (rng.random((512, 12)) < 0.3).astype(np.float32)
+
+def dgp():
+    model = build_dgp(x, y, 2, num_inducing=16)
+    return model, (x, y), lambda m, b, k: (-m.elbo(b[0], b[1], k, 1) / 512, {})
+
+def darn():
+    return DARN(12, 5, 8, rngs=nnx.Rngs(0)), bits, darn_loss
+
+worst = {}
+for name, make in (("dgp", dgp), ("darn", darn)):
+    runs = []
+    for devices in (jax.devices()[:1], None):
+        model, arrays, loss = make()
+        tx = optax.adam(0.01)
+        graphdef, state = nnx_train_state(model, tx)
+        step = nnx_step(graphdef, tx, loss)
+        data = minibatches(arrays, 128, key=jax.random.key(1))
+        runs.append(fit(step, state, data, 20, key=jax.random.key(2), log_every=5, progress=False,
+                        mesh=data_mesh(devices)))
+    one, four = runs
+    assert len(one.history["loss"]) == 20
+    leaf = jax.tree.leaves(four.state.params)[0]
+    assert len(leaf.sharding.device_set) == 4 and leaf.sharding.is_fully_replicated, leaf.sharding
+    worst[name + "_loss"] = float(np.max(np.abs(one.history["loss"] - four.history["loss"])))
+    diffs = jax.tree.map(lambda a, b: float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)))),
+                         one.state.params, four.state.params)
+    worst[name + "_params"] = max(jax.tree.leaves(diffs))
+    # the compiled step splits the batch: each device computes on its rows and the gradients are all-reduced
+    mesh = data_mesh()
+    hlo = jax.jit(step).lower(jax.device_put(state, replicated(mesh)), shard_batch(data(0), mesh),
+                              jax.device_put(step_key(jax.random.key(2), 0), replicated(mesh))).compile().as_text()
+    worst[name + "_allreduce"] = "all-reduce" in hlo
+print(worst)
+import json; print("RESULT", json.dumps(worst))
+"""
+
+
+def test_data_parallel_training_matches_one_device(root):
+    """DGP 2 and DARN, 20 steps on 4 virtual CPU devices: the losses and parameters of 1 device."""
+    out = subprocess.run([sys.executable, "-c", MESH_SCRIPT], capture_output=True, text=True, cwd=root, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    worst = json.loads(out.stdout.split("RESULT", 1)[1])
+    assert worst["dgp_allreduce"] and worst["darn_allreduce"], worst
+    assert worst["dgp_loss"] < 1e-9 and worst["dgp_params"] < 1e-9, worst  # float64
+    assert worst["darn_loss"] < 1e-4 and worst["darn_params"] < 1e-4, worst  # float32
+
+
+def test_shard_batch_refuses_a_batch_the_devices_do_not_divide():
+    mesh = T.data_mesh()
+    with pytest.raises(ValueError, match="cannot be split over"):
+        T.shard_batch(np.zeros(()), mesh)
+    placed = T.shard_batch({"x": np.arange(6.0).reshape(3, 2)}, T.data_mesh(jax.devices()[:1]))
+    np.testing.assert_array_equal(placed["x"], np.arange(6.0).reshape(3, 2))
+    with pytest.raises(ValueError, match="mesh must be"):
+        T.fit(quadratic_step, jnp.zeros(2), lambda t: jnp.ones(2), 1, key=jax.random.key(0), mesh="all",
+              progress=False)
+
+
+def test_streamed_minibatches_read_a_memmap_and_match_the_device_batches(tmp_path):
+    x = np.arange(40.0).reshape(20, 2)
+    file = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=np.float64, shape=x.shape)
+    file[:] = x
+    file.flush()
+    on_disk = np.load(tmp_path / "x.npy", mmap_mode="r")
+    key = jax.random.key(3)
+    streamed = T.minibatches(on_disk, 6, key=key, stream=True)
+    in_memory = T.minibatches(x, 6, key=key)
+    for t in range(7):  # three batches per epoch, across an epoch boundary
+        a, b = streamed(t), np.asarray(in_memory(t))
+        assert isinstance(a, np.ndarray) and a.shape == (6, 2)
+        assert np.all(np.diff(a[:, 0]) > 0)  # rows in file order
+        np.testing.assert_array_equal(a, b[np.argsort(b[:, 0])])  # the same rows
+    result = T.fit(lambda s, b, k: (s + b.sum(), {"loss": b.sum()}), jnp.zeros(()), streamed, 3,
+                   key=key, progress=False, log_every=1)
+    np.testing.assert_allclose(result.state, sum(streamed(t).sum() for t in range(3)))
+
+
+# ---------------------------------------------------------------- resumable experiments
+
+def test_run_unit_stores_results_and_refuses_another_configuration(tmp_path):
+    calls = []
+
+    @T.experiment("test-units", chapter="testing", book={"n": 3, "fail_at": -1}, paper={"n": 3, "fail_at": -1})
+    def run_units(config):
+        rows = []
+        for i in range(config["n"]):
+            def compute(checkpoint_dir, i=i):
+                calls.append(i)
+                assert checkpoint_dir is not None and checkpoint_dir.name == f"unit_{i}"
+                if i == config["fail_at"]:
+                    raise KeyboardInterrupt  # an interruption in the middle of unit i
+                return {"i": i, "square": np.float32(i * i), "pair": (i, i)}
+            rows.append(T.run_unit(f"unit {i}", compute))
+        return rows
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            T.run_experiment("test-units", "book", {"fail_at": 2}, results_dir=tmp_path)
+        assert calls == [0, 1, 2]
+        calls.clear()
+        with pytest.raises(ValueError, match="another configuration"):
+            T.run_experiment("test-units", "book", {"fail_at": 1}, results_dir=tmp_path)
+        # the same configuration, now not interrupted (fail_at is part of it: patch the stored one)
+        run_json = tmp_path / ".checkpoints" / "testing" / "test-units" / "run.json"
+        about = json.loads(run_json.read_text())
+        about["config"]["fail_at"] = -1
+        run_json.write_text(json.dumps(about))
+        rec = T.run_experiment("test-units", "book", {"fail_at": -1}, results_dir=tmp_path)
+        assert calls == [2]  # units 0 and 1 came from the store
+        assert rec["resumed"]["units_reused"] == ["unit 0", "unit 1"]
+        assert rec["rows"] == [{"i": i, "square": float(i * i), "pair": [i, i]} for i in range(3)]
+        assert not run_json.parent.exists()  # removed once the results file is written
+        calls.clear()
+        fresh = T.run_experiment("test-units", "book", results_dir=tmp_path)
+        assert calls == [0, 1, 2] and fresh["resumed"] is None and fresh["rows"] == rec["rows"]
+    finally:
+        T.EXPERIMENTS.pop("test-units", None)
+    assert T.run_unit("outside", lambda d: {"dir": d}) == {"dir": None}
+
+
+def test_killed_experiment_resumes_to_the_same_parameters(tmp_path, root, data_dir):
+    """python -m lib killed with SIGKILL mid-run, started again: the parameters of an uninterrupted run."""
+    import os
+    import signal
+    import time
+
+    command = [sys.executable, "-m", "lib", "toolkit-mnist-softmax", "--preset", "book",
+               "--set", "steps=30000", "--set", "batch_size=50"]
+    env = {**os.environ, "LIB_DATA_DIR": str(data_dir)}
+    killed, straight = tmp_path / "killed", tmp_path / "straight"
+    checkpoints = killed / ".checkpoints" / "toolkit" / "toolkit-mnist-softmax" / "checkpoints" / "softmax"
+    proc = subprocess.Popen(command + ["--results-dir", str(killed)], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen = []
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        seen = sorted(int(p.name) for p in checkpoints.glob("*") if p.name.isdigit()) if checkpoints.exists() else []
+        if seen and seen[-1] >= 9000:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted: " + proc.stderr.read().decode()[-2000:]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "toolkit" / "toolkit-mnist-softmax.json").exists()
+    for folder in (killed, straight):
+        out = subprocess.run(command + ["--results-dir", str(folder)], cwd=root, env=env, capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+    resumed = json.loads((killed / "toolkit" / "toolkit-mnist-softmax.json").read_text())
+    uninterrupted = json.loads((straight / "toolkit" / "toolkit-mnist-softmax.json").read_text())
+    restored = resumed["resumed"]["checkpoints_restored"]["softmax"]
+    assert restored >= seen[-1] >= 9000  # at most the work since the last checkpoint (3,000 steps) was lost
+    assert uninterrupted["resumed"] is None
+    assert resumed["rows"] == uninterrupted["rows"]  # every row, with the parameters' digest, bit for bit
+    assert len({row["params_sha256"] for row in resumed["rows"]}) == 10
