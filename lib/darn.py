@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from pathlib import Path
 from typing import Sequence
 
 import jax
@@ -451,15 +452,18 @@ OPTIMIZERS = {
 def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, batch_size: int = 100,
                         learning_rate: float = 1e-3, optimizer: str = "adam", valid_fn=None, eval_every: int = 5000,
                         patience: int | None = None, seed: int = 0, progress: bool = True, log_every: int = 100,
-                        desc: str = "train"):
+                        desc: str = "train", checkpoint_dir=None, checkpoint_every: int = 1000):
     """Train target on minibatches of x_train, keeping the parameters with the lowest valid_fn (Section 7).
 
     loss_fn(module, batch, key) -> (loss, metrics); valid_fn(module) -> float, measured every
     eval_every steps (None: no validation, the last parameters are returned); patience: stop after
     that many measurements without improvement. Returns (module, history) with the training metrics
     and history["valid_step"], history["valid"], history["best_step"].
+    checkpoint_dir: checkpoint every `checkpoint_every` steps and after each validation there, and
+    resume from the latest checkpoint found there (the result is that of an uninterrupted run).
     """
-    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
+    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state, note_restored
+    from lib.toolkit import restore_checkpoint, save_checkpoint
 
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
@@ -470,9 +474,22 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
     data = minibatches(x_train, batch_size, key=jax.random.fold_in(key, 1))
     history, best, t = {"valid_step": [], "valid": []}, (math.inf, steps, state), 0
     every = eval_every if valid_fn is not None else steps
-    while t < steps:
+    steps_dir = None
+    if checkpoint_dir is not None:  # "validated": the state after each validation; "steps": fit's, in between
+        validated, steps_dir = Path(checkpoint_dir) / "validated", Path(checkpoint_dir) / "steps"
+        restored = restore_checkpoint(validated, {"state": state, "best": state})
+        if restored is not None:
+            t, trees, extra = restored
+            history, state = extra["history"], trees["state"]
+            best = (math.inf if extra["best_valid"] is None else extra["best_valid"], extra["best_step"], trees["best"])
+            note_restored(validated, t)
+    stopped = bool(history.get("stopped", False))
+    history.pop("stopped", None)
+    while t < steps and not stopped:
         result = fit(step, state, data, steps, key=key, first_step=t, stop_after=every, progress=progress,
-                     log_every=log_every, desc=desc)
+                     log_every=log_every, desc=desc, checkpoint_dir=steps_dir, checkpoint_every=checkpoint_every)
+        if result.start_step > t:
+            note_restored(steps_dir, result.start_step)
         for name, values in result.history.items():
             history.setdefault(name, []).extend(values.tolist())
         state, t = result.state, min(t + every, steps)
@@ -483,7 +500,11 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
             if valid < best[0]:
                 best = (valid, t, state)
             if patience is not None and len(history["valid"]) - 1 - int(np.argmin(history["valid"])) >= patience:
-                break
+                stopped = True
+        if checkpoint_dir is not None:
+            save_checkpoint(validated, t, {"state": state, "best": best[2]},
+                            {"history": {**history, "stopped": stopped}, "best_step": best[1],
+                             "best_valid": best[0] if math.isfinite(best[0]) else None})
     history["best_step"] = best[1]
     return nnx_model(graphdef, best[2] if valid_fn is not None else state), {k: np.asarray(v) for k, v in history.items()}
 
@@ -491,13 +512,15 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
 def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learning_rate: float = 1e-3,
                optimizer: str = "adam", estimator: str = "darn", x_valid=None, eval_every: int = 5000,
                patience: int | None = None, sparsity_target: float | None = None, sparsity_weight: float = 0.0,
-               seed: int = 0, progress: bool = True, log_every: int = 100):
+               seed: int = 0, progress: bool = True, log_every: int = 100, checkpoint_dir=None,
+               checkpoint_every: int = 1000):
     """Minimise the description length of x_train (Sections 4-5); returns (model, history).
 
     estimator: "darn" (Appendix A) or "reinforce" (learned baseline). With x_valid, the validation
     description length is measured every eval_every steps and the best parameters are returned
     (patience: stop after that many measurements without improvement).
     sparsity_target, sparsity_weight: the fDARN penalty (Section 9; estimator "darn" only).
+    checkpoint_dir, checkpoint_every: checkpoint there and resume from it (see fit_with_validation).
     """
     x_train = model.check_x(x_train, "x_train")
     if sparsity_weight and not (sparsity_target is not None and 0 < sparsity_target < 1 and estimator == "darn"):
@@ -516,7 +539,8 @@ def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learn
     trained, history = fit_with_validation(target, losses[estimator], x_train, steps=steps, batch_size=batch_size,
                                            learning_rate=learning_rate, optimizer=optimizer, valid_fn=valid_fn,
                                            eval_every=eval_every, patience=patience, seed=seed, progress=progress,
-                                           log_every=log_every, desc=f"DARN ({estimator})")
+                                           log_every=log_every, desc=f"DARN ({estimator})",
+                                           checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
     return unwrap(trained), history
 
 
@@ -681,10 +705,14 @@ UCI_TABLE1 = {  # test log-likelihood, nats (Table 1 of the paper): MoB, RBM, FV
            "patience": 10, "learning_rate": 1e-3, "seed": 0},
 )
 def run_darn_uci(config: dict) -> list:
-    """Table 1 on dna / mushrooms / nips: MoB (EM), FVSBN, NADE and DARN (AR visibles), exact test log p."""
+    """Table 1 on dna / mushrooms / nips: MoB (EM), FVSBN, NADE and DARN (AR visibles), exact test log p.
+
+    Each fitted model is a unit (`run_unit`: a resumed run skips the finished ones); MoB and DARN keep
+    the setting with the best validation score (log p for MoB, the bound for DARN)."""
     import time
 
     from lib.data import load_nade
+    from lib.toolkit import run_unit
 
     rows = []
     for name in config["datasets"]:
@@ -699,32 +727,37 @@ def run_darn_uci(config: dict) -> list:
             return {"dataset": name, "model": kind, "valid_log_prob": float(valid), "test_log_prob": float(test),
                     "train_seconds": round(time.perf_counter() - began, 1), **extra}
 
-        began, best = time.perf_counter(), None
-        for K in config["components"]:
+        def mob_unit(K, _):
+            began = time.perf_counter()
             mob, _ = fit_mixture_of_bernoullis(data.train, K, x_valid=data.valid, seed=config["seed"])
-            valid = float(jnp.mean(mob.log_prob(data.valid)))
-            if best is None or valid > best[0]:
-                best = (valid, K, mob)
-        rows.append(row("MoB", best[0], jnp.mean(best[2].log_prob(data.test)), began, components=best[1]))
+            return row("MoB", jnp.mean(mob.log_prob(data.valid)), jnp.mean(mob.log_prob(data.test)), began,
+                       components=K)
+
+        mobs = [run_unit(f"{name} MoB K={K}", partial(mob_unit, K)) for K in config["components"]]
+        rows.append(max(mobs, key=lambda r: r["valid_log_prob"]))
         for kind, make in (("FVSBN", lambda: AutoregressiveBernoulli(D, rngs=nnx.Rngs(config["seed"]))),
                            ("NADE", lambda: NADE(D, config["nade_hidden"], rngs=nnx.Rngs(config["seed"])))):
+            def likelihood_unit(checkpoint_dir, kind=kind, make=make):
+                began = time.perf_counter()
+                model, _ = train_likelihood(make(), data.train, x_valid=data.valid, checkpoint_dir=checkpoint_dir,
+                                            **train)
+                lp = lambda x: float(jnp.mean(model.log_prob(jnp.asarray(x, jnp.float32))))  # noqa: E731
+                return row(kind, lp(data.valid), lp(data.test), began)
+
+            rows.append(run_unit(f"{name} {kind}", likelihood_unit))
+
+        def darn_unit(nh, nd, checkpoint_dir):
             began = time.perf_counter()
-            model, _ = train_likelihood(make(), data.train, x_valid=data.valid, **train)
-            lp = lambda x: float(jnp.mean(model.log_prob(jnp.asarray(x, jnp.float32))))  # noqa: E731
-            rows.append(row(kind, lp(data.valid), lp(data.test), began))
-        began, best = time.perf_counter(), None
-        for nh in config["darn_hidden"]:
-            for nd in config["darn_deterministic"]:
-                model = init_visible_bias(DARN(D, nh, nd, autoregressive_visible=True,
-                                               rngs=nnx.Rngs(config["seed"])), data.train)
-                model, hist = train_darn(model, data.train, x_valid=data.valid, **train)
-                bound = float(np.min(hist["valid"]))
-                if best is None or bound < best[0]:
-                    best = (bound, nh, nd, model)
-        bound, nh, nd, model = best
-        rows.append(row("DARN", jnp.mean(exact_log_prob(model, data.valid)),
-                        jnp.mean(exact_log_prob(model, data.test)), began, n_hidden=nh, n_deterministic=nd,
-                        test_bound=mean_description_length(model, data.test, jax.random.key(1), num_samples=10)))
+            model = init_visible_bias(DARN(D, nh, nd, autoregressive_visible=True,
+                                           rngs=nnx.Rngs(config["seed"])), data.train)
+            model, hist = train_darn(model, data.train, x_valid=data.valid, checkpoint_dir=checkpoint_dir, **train)
+            return row("DARN", jnp.mean(exact_log_prob(model, data.valid)), jnp.mean(exact_log_prob(model, data.test)),
+                       began, n_hidden=nh, n_deterministic=nd, valid_bound=float(np.min(hist["valid"])),
+                       test_bound=mean_description_length(model, data.test, jax.random.key(1), num_samples=10))
+
+        darns = [run_unit(f"{name} DARN nh={nh} nd={nd}", partial(darn_unit, nh, nd))
+                 for nh in config["darn_hidden"] for nd in config["darn_deterministic"]]
+        rows.append(min(darns, key=lambda r: r["valid_bound"]))
     return rows
 
 
@@ -744,24 +777,28 @@ def run_darn_mnist(config: dict) -> list:
     import time
 
     from lib.data import load_binarized_mnist
+    from lib.toolkit import run_unit
 
     data = load_binarized_mnist()
     rows = []
-    for K in config["mixture_components"]:
+
+    def mob_unit(K, _):
         began = time.perf_counter()
         mob, hist = fit_mixture_of_bernoullis(data.train, K, x_valid=data.valid, seed=config["seed"],
                                               batch=max(100, 2 ** 24 // K))
-        rows.append({"model": "MoB", "components": K, "iterations": len(hist["train"]),
-                     "train_seconds": round(time.perf_counter() - began, 1), "valid_curve": hist["valid"],
-                     "test_log_prob": float(jnp.mean(mob.log_prob(data.test, batch=max(100, 2 ** 24 // K)))),
-                     "method": "exact"})
-    for nh in config["n_hidden"]:
+        return {"model": "MoB", "components": K, "iterations": len(hist["train"]),
+                "train_seconds": round(time.perf_counter() - began, 1), "valid_curve": hist["valid"],
+                "test_log_prob": float(jnp.mean(mob.log_prob(data.test, batch=max(100, 2 ** 24 // K)))),
+                "method": "exact"}
+
+    def darn_unit(nh, checkpoint_dir):
         nd = config["n_deterministic"] if nh <= 16 else max(config["n_deterministic"], 500)
         model = init_visible_bias(DARN(784, nh, nd, rngs=nnx.Rngs(config["seed"])), data.train)
         began = time.perf_counter()
         model, hist = train_darn(model, data.train, steps=config["steps"], learning_rate=config["learning_rate"],
                                  optimizer=config["optimizer"], x_valid=data.valid, eval_every=config["eval_every"],
-                                 patience=config["patience"], seed=config["seed"], progress=False)
+                                 patience=config["patience"], seed=config["seed"], progress=False,
+                                 checkpoint_dir=checkpoint_dir)
         row = {"model": "DARN", "n_hidden": nh, "n_deterministic": nd, "steps": config["steps"],
                "best_step": int(hist["best_step"]),
                "train_seconds": round(time.perf_counter() - began, 1),
@@ -774,7 +811,10 @@ def run_darn_mnist(config: dict) -> list:
             est = importance_estimate(model, data.test, jax.random.key(2), num_samples=config["is_samples"],
                                       repeats=config["is_repeats"])
             row.update(test_log_prob=est["mean"], ci95=est["ci95"], method=f"importance, S={config['is_samples']}")
-        rows.append(row)
+        return row
+
+    rows += [run_unit(f"MoB K={K}", partial(mob_unit, K)) for K in config["mixture_components"]]
+    rows += [run_unit(f"DARN nh={nh}", partial(darn_unit, nh)) for nh in config["n_hidden"]]
     return rows
 
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import NamedTuple, Sequence
 
 import jax
@@ -604,17 +605,21 @@ class Standardizer(NamedTuple):
 
 def train_dgp(model: DeepGP, x, y, *, steps: int, batch_size: int | None = 10_000, learning_rate: float = 0.01,
               num_samples: int = 1, seed: int = 0, log_every: int = 100, progress: bool = True,
-              checkpoint_dir=None):
+              checkpoint_dir=None, checkpoint_every: int = 1000, stream: bool = False, mesh="auto"):
     """Maximise the bound with Adam (Section 7); return (trained model, per-step history of the loss).
 
     x (N, D), y (N, P): standardised training data. batch_size: minibatch size, None or >= N for
-    full batch. The loss is -ELBO / N.
+    full batch. The loss is -ELBO / N. checkpoint_dir: checkpoint every `checkpoint_every` steps
+    there, and resume from the latest checkpoint found there. stream: x and y stay in host memory (or on
+    disk as np.memmap, for data larger than memory) and each minibatch is read from them. mesh: the
+    devices to train on (see lib.toolkit.fit; "auto": all of them).
     """
     import optax
 
     from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
 
-    x, y = jnp.asarray(x), jnp.asarray(y)
+    if not stream:
+        x, y = jnp.asarray(x), jnp.asarray(y)
     N = x.shape[0]
     key = jax.random.key(seed)
     tx = optax.adam(learning_rate)
@@ -627,11 +632,12 @@ def train_dgp(model: DeepGP, x, y, *, steps: int, batch_size: int | None = 10_00
     if batch_size is None or batch_size >= N:
         data = lambda t: (x, y)  # noqa: E731
     else:
-        data = minibatches((x, y), batch_size, key=jax.random.fold_in(key, 1))
+        data = minibatches((x, y), batch_size, key=jax.random.fold_in(key, 1), stream=stream)
     hint = ("a Cholesky factorisation probably failed: standardise the data, or raise the layer's jitter "
             "or lower the learning rate")
     result = fit(nnx_step(graphdef, tx, loss_fn), state, data, steps, key=key, log_every=log_every,
-                 progress=progress, checkpoint_dir=checkpoint_dir, desc=f"DGP {len(model.layers)}", hint=hint)
+                 progress=progress, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+                 desc=f"DGP {len(model.layers)}", hint=hint, mesh=mesh)
     return nnx_model(graphdef, result.state), result.history
 
 
@@ -665,8 +671,11 @@ UCI_MODELS = {"SGP": (1, 100), "SGP 500": (1, 500), "DGP 2": (2, 100), "DGP 3": 
 
 def run_uci_model(name: str, model: str, split: int, *, steps: int, batch_size: int = 10_000,
                   learning_rate: float = 0.01, test_samples: int = 100, whiten: bool = False, seed: int = 0,
-                  progress: bool = False, data_dir=None) -> dict:
-    """Train and evaluate one model of UCI_MODELS on one split of a UCI set (Section 9); return a row."""
+                  progress: bool = False, data_dir=None, checkpoint_dir=None) -> dict:
+    """Train and evaluate one model of UCI_MODELS on one split of a UCI set (Section 9); return a row.
+
+    checkpoint_dir: where training checkpoints and resumes (see train_dgp); the row's train_seconds
+    is then the time of this call's part of the training."""
     import time
 
     from lib.data import load_uci
@@ -681,7 +690,7 @@ def run_uci_model(name: str, model: str, split: int, *, steps: int, batch_size: 
     dgp = build_dgp(x, y, layers, num_inducing=inducing, whiten=whiten, seed=seed + split)
     began = time.perf_counter()
     dgp, hist = train_dgp(dgp, x, y, steps=steps, batch_size=batch_size, learning_rate=learning_rate,
-                          seed=seed + split, progress=progress)
+                          seed=seed + split, progress=progress, checkpoint_dir=checkpoint_dir)
     seconds = time.perf_counter() - began
     row = {"dataset": name, "split": split, "model": model, "steps": steps, "whiten": whiten,
            "train_seconds": round(seconds, 2),
@@ -702,14 +711,16 @@ def run_uci_model(name: str, model: str, split: int, *, steps: int, batch_size: 
 def run_dgp_uci(config: dict) -> list:
     """UCI regression, SGP / SGP 500 / DGP 2-5, the paper's Figure 1 grid (splits "all": every split)."""
     from lib.data import UCI_DATASETS
+    from lib.toolkit import run_unit
 
     rows = []
     for name in config["datasets"]:
         splits = range(UCI_DATASETS[name][2]) if config["splits"] == "all" else config["splits"]
         for split in splits:
             for model in config["models"]:
-                rows.append(run_uci_model(name, model, split, steps=config["steps"], batch_size=config["batch_size"],
-                                          test_samples=config["test_samples"], whiten=config["whiten"]))
+                rows.append(run_unit(f"{name} split {split} {model}", lambda checkpoint_dir: run_uci_model(
+                    name, model, split, steps=config["steps"], batch_size=config["batch_size"],
+                    test_samples=config["test_samples"], whiten=config["whiten"], checkpoint_dir=checkpoint_dir)))
     return rows
 
 
@@ -745,8 +756,13 @@ def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: i
 )
 def run_dgp_kin8nm(config: dict) -> list:
     """kin8nm, one split, the settings of the authors' notebook (5,000 Adam steps, full batch)."""
-    return [run_uci_model("kin8nm", model, config["split"], steps=config["steps"], whiten=config["whiten"])
-            for model in config["models"]]
+    from lib.toolkit import run_unit
+
+    def unit(model, checkpoint_dir):
+        return run_uci_model("kin8nm", model, config["split"], steps=config["steps"], whiten=config["whiten"],
+                             checkpoint_dir=checkpoint_dir)
+
+    return [run_unit(f"kin8nm split {config['split']} {model}", partial(unit, model)) for model in config["models"]]
 
 
 # %% book/dgp.md
@@ -799,16 +815,19 @@ def run_dgp_mnist(config: dict) -> list:
     x, y = mnist_flat("train")
     xt, yt = mnist_flat("test")
     xt, yt = xt[: config["test_points"]], yt[: config["test_points"]]
-    rows = []
-    for name in config["models"]:
+    from lib.toolkit import run_unit
+
+    def unit(name, checkpoint_dir):
         model = build_dgp(x, y, MNIST_MODELS[name], likelihood=RobustMax(10), lengthscale=2.0, kernel_variance=2.0)
         began = time.perf_counter()
-        model, hist = train_dgp(model, x, y, steps=config["steps"], batch_size=config["batch_size"], progress=False)
+        model, hist = train_dgp(model, x, y, steps=config["steps"], batch_size=config["batch_size"], progress=False,
+                                checkpoint_dir=checkpoint_dir)
         row = {"model": name, "steps": config["steps"], "train_seconds": round(time.perf_counter() - began, 1),
                "final_loss": float(np.mean(hist["loss"][-100:]))}
         row.update(evaluate_classifier(model, xt, yt, num_samples=config["test_samples"]))
-        rows.append(row)
-    return rows
+        return row
+
+    return [run_unit(name, partial(unit, name)) for name in config["models"]]
 
 
 __all__ = [

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr
 
-from lib.toolkit import check_array
+from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
 from lib.toolkit import experiment as _experiment
 from lib.toolkit import mnist_arrays
 
@@ -263,9 +263,10 @@ def _as_device(x):
 
 
 def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_size: int, evaluate=None,
-                  x_test=None, y_test=None) -> tuple[EBPNet, list]:
+                  x_test=None, y_test=None, checkpoint_dir=None) -> tuple[EBPNet, list]:
     """`epochs` shuffled passes of minibatch updates `spec` (the last partial minibatch of a pass is left
-    out); after each, evaluate(net, x_test, y_test) -> dict. x: dense (n, M) or scipy.sparse."""
+    out); after each, evaluate(net, x_test, y_test) -> dict. x: dense (n, M) or scipy.sparse.
+    checkpoint_dir: save the network and the history there after every pass, and resume from the latest."""
     x = check_inputs(x)
     y = check_labels(y, x.shape[0])
     if x.shape[1] != net.fields[0].shape[1]:
@@ -275,8 +276,13 @@ def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_siz
         raise ValueError(f"labels have {y.shape[1]} columns but the network has {net.fields[-1].shape[0]} outputs")
     if x_test is not None:
         x_test, y_test = _as_device(check_inputs(x_test, "x_test")), check_labels(y_test)
-    history = []
-    for epoch in range(epochs):
+    history, done = [], 0
+    restored = restore_checkpoint(checkpoint_dir, net) if checkpoint_dir is not None else None
+    if restored is not None:
+        done, net, extra = restored
+        history = extra["history"]
+        note_restored(checkpoint_dir, done)
+    for epoch in range(done, epochs):
         order = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), x.shape[0]))
         if isinstance(x, jax.Array):
             net = _scan_dense(net, x, y, jnp.asarray(order), spec, batch_size)
@@ -285,14 +291,16 @@ def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_siz
             net = _scan_batches(net, sparse_batches(x, order, batch_size), y[used], spec)
         if x_test is not None and evaluate is not None:
             history.append({"epoch": epoch + 1, **evaluate(net, x_test, y_test)})
+        if checkpoint_dir is not None:
+            save_checkpoint(checkpoint_dir, epoch + 1, net, {"history": history})
     if not all(bool(jnp.isfinite(h).all()) for h in net.fields):
         raise FloatingPointError(f"training {spec} produced non-finite weights")
     return net, history
 
 
 def train_ebp(net: EBPNet, x, y, key, *, kind: str, epochs: int = 3, batch_size: int = 10,
-              extra_var: float = 1.0, x_test=None, y_test=None) -> tuple[EBPNet, list]:
-    """Online EBP; returns (net, per-epoch test errors of EBP-P and EBP-D)."""
+              extra_var: float = 1.0, x_test=None, y_test=None, checkpoint_dir=None) -> tuple[EBPNet, list]:
+    """Online EBP; returns (net, per-epoch test errors of EBP-P and EBP-D). checkpoint_dir: see online_passes."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
@@ -301,7 +309,7 @@ def train_ebp(net: EBPNet, x, y, key, *, kind: str, epochs: int = 3, batch_size:
                 "EBP-D": error_rate(ebp_d(net, xt, kind), yt)}
 
     return online_passes(net, x, y, key, ("ebp", kind, float(extra_var)), epochs=epochs, batch_size=batch_size,
-                         evaluate=evaluate, x_test=x_test, y_test=y_test)
+                         evaluate=evaluate, x_test=x_test, y_test=y_test, checkpoint_dir=checkpoint_dir)
 
 
 # %% book/ebp.md
@@ -342,10 +350,10 @@ def bp_update(net: EBPNet, x, y, lr: float, loss: str) -> EBPNet:
 
 
 def train_bp(net: EBPNet, x, y, key, *, lr: float, loss: str = "ce", epochs: int = 3, batch_size: int = 10,
-             x_test=None, y_test=None) -> tuple[EBPNet, list]:
+             x_test=None, y_test=None, checkpoint_dir=None) -> tuple[EBPNet, list]:
     """Backpropagation baseline (SGD, constant learning rate) with the passes and minibatches of train_ebp;
     per epoch, the test errors of the network ("BP") and of its sign-clipped copy ("clipped BP": weights
-    sign(W), real biases, sign units)."""
+    sign(W), real biases, sign units). checkpoint_dir: see online_passes."""
     if loss not in ("ce", "mse"):
         raise ValueError(f"loss must be 'ce' or 'mse', got {loss!r}")
 
@@ -354,7 +362,7 @@ def train_bp(net: EBPNet, x, y, key, *, lr: float, loss: str = "ce", epochs: int
         return {"BP": error_rate(mlp_output(net, xt), yt), "clipped BP": error_rate(clipped, yt)}
 
     return online_passes(net, x, y, key, ("bp", float(lr), loss), epochs=epochs, batch_size=batch_size,
-                         evaluate=evaluate, x_test=x_test, y_test=y_test)
+                         evaluate=evaluate, x_test=x_test, y_test=y_test, checkpoint_dir=checkpoint_dir)
 
 
 # %% book/ebp.md
@@ -407,13 +415,15 @@ def run_ebp_text(config: dict) -> list:
             runs += [(f"BP {loss} {lr:g}", partial(train_bp, loss=loss, lr=lr))
                      for loss in ("ce", "mse") for lr in config["bp_learning_rates"]]
             for method, train_fn in runs:
-                began = time.perf_counter()
-                _, history = train_fn(init_ebp(jax.random.fold_in(key, 1), sizes), x[train], y[train],
-                                      jax.random.fold_in(key, 2), **common)
-                seconds = time.perf_counter() - began
-                for h in history:
-                    rows.append({"task": task, "fold": fold, "method": method, **h,
-                                 "seconds_per_epoch": seconds / config["epochs"]})
+                def unit(checkpoint_dir, method=method, train_fn=train_fn):
+                    began = time.perf_counter()
+                    _, history = train_fn(init_ebp(jax.random.fold_in(key, 1), sizes), x[train], y[train],
+                                          jax.random.fold_in(key, 2), checkpoint_dir=checkpoint_dir, **common)
+                    seconds = time.perf_counter() - began
+                    return [{"task": task, "fold": fold, "method": method, **h,
+                             "seconds_per_epoch": seconds / config["epochs"]} for h in history]
+
+                rows += run_unit(f"{task} fold {fold} {method}", unit)
     return rows
 
 
@@ -463,13 +473,16 @@ def run_ebp_mnist(config: dict) -> list:
         runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
         runs += [(f"BP ce {lr:g}", partial(train_bp, loss="ce", lr=lr)) for lr in config["bp_learning_rates"]]
         for method, train_fn in runs:
-            began = time.perf_counter()
-            _, history = train_fn(init_ebp(jax.random.fold_in(key, 1), [x.shape[1], *hidden, 10]), x, y,
-                                  jax.random.fold_in(key, 2), epochs=config["epochs"], batch_size=10,
-                                  x_test=x_test, y_test=y_test)
-            seconds = time.perf_counter() - began
-            rows += [{"hidden": list(hidden), "method": method, **h, "seconds_per_epoch": seconds / config["epochs"]}
-                     for h in history]
+            def unit(checkpoint_dir, hidden=hidden, method=method, train_fn=train_fn, key=key):
+                began = time.perf_counter()
+                _, history = train_fn(init_ebp(jax.random.fold_in(key, 1), [x.shape[1], *hidden, 10]), x, y,
+                                      jax.random.fold_in(key, 2), epochs=config["epochs"], batch_size=10,
+                                      x_test=x_test, y_test=y_test, checkpoint_dir=checkpoint_dir)
+                seconds = time.perf_counter() - began
+                return [{"hidden": list(hidden), "method": method, **h, "seconds_per_epoch": seconds / config["epochs"]}
+                        for h in history]
+
+            rows += run_unit(f"{'-'.join(map(str, hidden))} {method}", unit)
     return rows
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import json
 import math
 import time
 from functools import partial
@@ -19,7 +20,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from lib.toolkit import _global_norm, check_array, check_finite
+from lib.toolkit import _global_norm, check_array, check_finite, note_restored, restore_checkpoint, run_unit
+from lib.toolkit import save_checkpoint
 from lib.toolkit import experiment as _experiment
 
 
@@ -791,13 +793,17 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
     return jax.jit(lambda state, batches: jax.lax.scan(step, state, batches))
 
 
-def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | None = None) -> NRAMResult:
+def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | None = None, checkpoint_dir=None,
+               checkpoint_every: int = 1000) -> NRAMResult:
     """Train an NRAM controller on `config.task` from input-output examples (Sec. 4.1, Appendix B).
 
     Training is unstable (Sec. 4.1): a controller at zero error can collapse a few thousand steps later. With
     `config.keep_best` the result's `controller` is the one after the chunk of steps with the highest curriculum
     level and, at that level, the lowest error on its training batches (the latest such chunk on ties), as the
     paper selects "a model that achieved error 0 during the training"; `final_controller` is the last one.
+    checkpoint_dir: save the whole training state (parameters, optimizer, best controller, curriculum, data
+    generator, history) there every `checkpoint_every` steps, and resume from the latest checkpoint found
+    there: the result is that of an uninterrupted run.
     """
     import warnings
 
@@ -825,7 +831,19 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
     best, best_key = (state[0], 0), None
     began = time.perf_counter()
     n_chunks = -(-config.steps // config.chunk)
-    for c in tqdm(range(n_chunks), desc=f"NRAM {config.task}", disable=not progress or None, dynamic_ncols=True):
+    done_chunks, saved_at, spent = 0, 0, 0.0
+    if checkpoint_dir is not None:
+        restored = restore_checkpoint(checkpoint_dir, {"state": state, "best": best[0]})
+        if restored is not None:
+            saved_at, trees, extra = restored
+            state, best = trees["state"], (trees["best"], extra["best_step"])
+            best_key = None if extra["best_key"] is None else tuple(extra["best_key"])
+            rng.bit_generator.state = extra["rng"]
+            curriculum.level, curriculum.raised_at = extra["level"], extra["raised_at"]
+            history, done_chunks, spent = extra["history"], extra["chunks"], extra["seconds"]
+            note_restored(checkpoint_dir, saved_at)
+    for c in tqdm(range(done_chunks, n_chunks), desc=f"NRAM {config.task}", disable=not progress or None,
+                  dynamic_ncols=True, initial=done_chunks, total=n_chunks):
         first = c * config.chunk
         k = min(config.chunk, config.steps - first)
         difficulty = np.stack([curriculum.sample(rng, config.batch_size) for _ in range(k)])
@@ -854,11 +872,17 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
         if config.keep_best and (best_key is None or key >= best_key):
             best, best_key = (state[0], first + k), key
         curriculum.update(first + k, error_level)
+        if checkpoint_dir is not None and (first + k - saved_at >= checkpoint_every or c == n_chunks - 1):
+            saved_at = first + k
+            save_checkpoint(checkpoint_dir, saved_at, {"state": state, "best": best[0]},
+                            {"best_step": best[1], "best_key": best_key, "rng": rng.bit_generator.state,
+                             "level": curriculum.level, "raised_at": curriculum.raised_at, "history": history,
+                             "chunks": c + 1, "seconds": spent + time.perf_counter() - began})
     params, rest, _ = state
     if not config.keep_best:
         best = (params, config.steps)
     return NRAMResult(nnx.merge(graphdef, best[0], rest), {k: np.asarray(v) for k, v in history.items()},
-                      curriculum.level, time.perf_counter() - began, best[1], nnx.merge(graphdef, params, rest))
+                      curriculum.level, spent + time.perf_counter() - began, best[1], nnx.merge(graphdef, params, rest))
 
 
 # %% book/nram.md
@@ -1091,13 +1115,18 @@ def run_nram(config: dict) -> list:
     for task in config["tasks"]:
         for seed in config["seeds"] or [configs[task].seed]:  # None: the seed of the task's config
             train = dataclasses.replace(configs[task], seed=seed, steps=config["steps"] or configs[task].steps)
-            result = train_nram(train, progress=False, log=_progress_log(f"{task} seed {seed}", every=2000))
-            top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1)
-            tests = [evaluate(result.controller, train, n, examples=config["test_examples"], seed=seed + 1 + n)
-                     for n in config["test_lengths"]]
-            rows.append({"task": task, "seed": seed, **_run_record(train, result),
-                         "error_at_max_length": top["error"], "discrete_error_at_max_length": top["error_discrete"],
-                         "agreement_at_max_length": top["agreement"], "generalisation": tests})
+
+            def unit(checkpoint_dir, task=task, seed=seed, train=train):
+                result = train_nram(train, progress=False, log=_progress_log(f"{task} seed {seed}", every=2000),
+                                    checkpoint_dir=checkpoint_dir)
+                top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1)
+                tests = [evaluate(result.controller, train, n, examples=config["test_examples"], seed=seed + 1 + n)
+                         for n in config["test_lengths"]]
+                return {"task": task, "seed": seed, **_run_record(train, result),
+                        "error_at_max_length": top["error"], "discrete_error_at_max_length": top["error_discrete"],
+                        "agreement_at_max_length": top["agreement"], "generalisation": tests}
+
+            rows.append(run_unit(f"{task} seed {seed}", unit))
     return rows
 
 
@@ -1127,15 +1156,19 @@ def run_nram_hard(config: dict) -> list:
         for setting in config["settings"]:
             for seed in config["seeds"]:
                 train = dataclasses.replace(HARD_CONFIGS[task], seed=seed, steps=config["steps"], **setting)
-                result = train_nram(train, progress=False,
-                                    log=_progress_log(f"{task} {setting} seed {seed}", every=2000))
-                top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1,
-                               mixed=True)
-                curve = [evaluate(result.controller, train, x, examples=config["test_examples"], seed=seed + 1 + x,
-                                  mixed=True) for x in config["figure3"]]
-                rows.append({"task": task, "setting": setting, "seed": seed, **_run_record(train, result),
-                             "train_error": top["error"], "discrete_error": top["error_discrete"],
-                             "agreement": top["agreement"], "figure3": curve})
+
+                def unit(checkpoint_dir, task=task, setting=setting, seed=seed, train=train):
+                    result = train_nram(train, progress=False, checkpoint_dir=checkpoint_dir,
+                                        log=_progress_log(f"{task} {setting} seed {seed}", every=2000))
+                    top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1,
+                                   mixed=True)
+                    curve = [evaluate(result.controller, train, x, examples=config["test_examples"],
+                                      seed=seed + 1 + x, mixed=True) for x in config["figure3"]]
+                    return {"task": task, "setting": setting, "seed": seed, **_run_record(train, result),
+                            "train_error": top["error"], "discrete_error": top["error_discrete"],
+                            "agreement": top["agreement"], "figure3": curve}
+
+                rows.append(run_unit(f"{task} {json.dumps(setting, sort_keys=True)} seed {seed}", unit))
     return rows
 
 

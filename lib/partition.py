@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lib.toolkit import check_array
+from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
 from lib.toolkit import experiment as _experiment
 
 
@@ -435,13 +435,16 @@ def init_sml_state(rbm: RBM, betas, n_chains: int, key, *, init_var: float = 1.0
 def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha: float | None = None,
                  betas=None, n_chains: int = 20, batch_size: int = 20, gibbs_steps: int = 1, track: bool = True,
                  eval_every: int = 1000, evaluate=None, x_valid=None, patience: int | None = None,
-                 bias_var_scale: float = 1e-3, state: SMLState | None = None, start: int = 0) -> SMLResult:
+                 bias_var_scale: float = 1e-3, state: SMLState | None = None, start: int = 0,
+                 checkpoint_dir=None, checkpoint_every: int = 20_000) -> SMLResult:
     """Train `rbm` by SML with parallel tempering (M = len(betas) temperatures, n_chains each) and track log Z.
 
     Every `eval_every` updates: the tracked log Z and its sd are recorded; given x_valid, so is the
     tracked validation log-likelihood -mean F(x_valid) - zeta_1; evaluate(model, state, step) -> dict
     adds its own entries (exact log Z, AIS, ...). With `patience`, training stops after that many
     evaluations without a better validation likelihood and returns the best model (early stopping).
+    checkpoint_dir: save everything (chains, tracker, parameters, history) there at the first evaluation
+    `checkpoint_every` updates after the last save, and resume from the latest checkpoint found there.
     """
     x_train = check_binary(x_train, "x_train", rbm.n_visible, jnp.uint8)
     if x_valid is not None:
@@ -458,8 +461,18 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
         state = init_sml_state(rbm, betas, n_chains, jax.random.fold_in(key, 2 ** 31 - 1))
     history, evals = [], []
     best_ll, best_step, best_params, since_best = -np.inf, start, state.params, 0
-    seconds, t = 0.0, start
-    while t < start + steps:
+    seconds, t, saved_at, stopped = 0.0, start, start, False
+    if checkpoint_dir is not None:
+        restored = restore_checkpoint(checkpoint_dir, {"state": state, "best": best_params})
+        if restored is not None:
+            saved_at, trees, extra = restored
+            state, best_params = trees["state"], trees["best"]
+            t, seconds, evals, stopped = saved_at, extra["seconds"], extra["evals"], extra["stopped"]
+            best_ll = -np.inf if extra["best_ll"] is None else extra["best_ll"]
+            best_step, since_best = extra["best_step"], extra["since_best"]
+            history = [extra["arrays"]]
+            note_restored(checkpoint_dir, saved_at)
+    while t < start + steps and not stopped:
         n = min(eval_every, start + steps - t)
         began = time.perf_counter()
         state, record = _sml_pt_chunk(graphdef, state, t, key, x_train, betas, n, lr, alpha, batch_size,
@@ -485,8 +498,14 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
                 best_ll, best_step, best_params, since_best = row["valid_ll"], t, state.params, 0
             else:
                 since_best += 1
-                if since_best >= patience:
-                    break
+                stopped = since_best >= patience
+        if checkpoint_dir is not None and (t - saved_at >= checkpoint_every or t >= start + steps or stopped):
+            saved_at = t
+            history = [{k: np.concatenate([h[k] for h in history]) for k in history[0]}]
+            save_checkpoint(checkpoint_dir, t, {"state": state, "best": best_params},
+                            {"seconds": seconds, "evals": evals, "stopped": stopped, "best_step": best_step,
+                             "best_ll": best_ll if np.isfinite(best_ll) else None, "since_best": since_best},
+                            arrays=history[0])
     history = {k: np.concatenate([h[k] for h in history]) for k in history[0]}
     if patience is not None:
         return SMLResult(nnx.merge(graphdef, best_params, rest), state, history, evals, best_step)
@@ -541,7 +560,8 @@ def run_partition_mnist(config: dict) -> list:
     betas = linear_betas(config["n_temps"])
     common = dict(betas=betas, n_chains=config["n_chains"], batch_size=config["batch_size"])
     rows = []
-    for lr0, alpha in config["schedules"]:
+
+    def unit(lr0, alpha, checkpoint_dir):
         def evaluate(model, state, t):
             began = time.perf_counter()
             exact = exact_log_z(model)
@@ -556,13 +576,21 @@ def run_partition_mnist(config: dict) -> list:
 
         rbm = RBM(784, config["n_hidden"], rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
         res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["steps"], lr=lr0,
-                           alpha=alpha, eval_every=config["eval_every"], evaluate=evaluate, **common)
-        rows += [{"kind": "eval", "lr0": lr0, "alpha": alpha, **r} for r in res.evals]
-        rows.append({"kind": "trace", "lr0": lr0, "alpha": alpha, **_trace_row(res.history, config["trace_every"])})
-    timing = time_sml_pt(RBM(784, config["n_hidden"], rngs=nnx.Rngs(0), visible_bias=base_rate), data.train,
-                         jax.random.key(1), steps=config["timing_steps"], repeats=config["timing_repeats"],
-                         lr=config["schedules"][0][0], **common)
-    rows.append({"kind": "timing", **timing})
+                           alpha=alpha, eval_every=config["eval_every"], evaluate=evaluate,
+                           checkpoint_dir=checkpoint_dir, **common)
+        return ([{"kind": "eval", "lr0": lr0, "alpha": alpha, **r} for r in res.evals]
+                + [{"kind": "trace", "lr0": lr0, "alpha": alpha, **_trace_row(res.history, config["trace_every"])}])
+
+    for lr0, alpha in config["schedules"]:
+        rows += run_unit(f"eps0={lr0} alpha={alpha}", partial(unit, lr0, alpha))
+
+    def timing(_):
+        return {"kind": "timing", **time_sml_pt(RBM(784, config["n_hidden"], rngs=nnx.Rngs(0), visible_bias=base_rate),
+                                                data.train, jax.random.key(1), steps=config["timing_steps"],
+                                                repeats=config["timing_repeats"], lr=config["schedules"][0][0],
+                                                **common)}
+
+    rows.append(run_unit("timing", timing))
     return rows
 
 
@@ -604,19 +632,23 @@ def run_partition_large(config: dict) -> list:
         data = loaders[name]()
         test = jnp.asarray(data.test, jnp.float32)
         base_rate = log_odds_of_mean(data.train)
-        for lr0, alpha in config["schedules"]:
-            def evaluate(model, state, t):
-                return {"test_ll_tracked": float(-jnp.mean(model.free_energy(test))) - float(state.tracker.mean[0])}
+        def evaluate(model, state, t):
+            return {"test_ll_tracked": float(-jnp.mean(model.free_energy(test))) - float(state.tracker.mean[0])}
 
+        def unit(lr0, alpha, checkpoint_dir):
             rbm = RBM(data.train.shape[1], config["n_hidden"], rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
             res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["steps"], lr=lr0,
                                alpha=alpha, betas=linear_betas(config["n_temps"]), n_chains=config["n_chains"],
-                               batch_size=config["batch_size"], eval_every=config["eval_every"], evaluate=evaluate)
-            rows += [{"kind": "eval", "dataset": name, "lr0": lr0, "alpha": alpha, **r} for r in res.evals]
-            rows.append({"kind": "trace", "dataset": name, "lr0": lr0, "alpha": alpha,
-                         **_trace_row(res.history, config["trace_every"])})
-            rows.append({"kind": "final", "dataset": name, "lr0": lr0, "alpha": alpha, **res.evals[-1],
-                         **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config)})
+                               batch_size=config["batch_size"], eval_every=config["eval_every"], evaluate=evaluate,
+                               checkpoint_dir=checkpoint_dir)
+            about = {"dataset": name, "lr0": lr0, "alpha": alpha}
+            return ([{"kind": "eval", **about, **r} for r in res.evals]
+                    + [{"kind": "trace", **about, **_trace_row(res.history, config["trace_every"])},
+                       {"kind": "final", **about, **res.evals[-1],
+                        **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config)}])
+
+        for lr0, alpha in config["schedules"]:
+            rows += run_unit(f"{name} eps0={lr0} alpha={alpha}", partial(unit, lr0, alpha))
     return rows
 
 
@@ -640,28 +672,27 @@ def run_partition_uci(config: dict) -> list:
         valid, test = (jnp.asarray(x, jnp.float32) for x in (data.valid, data.test))
         base_rate = log_odds_of_mean(data.train)
         per_epoch = max(1, data.train.shape[0] // config["batch_size"])
-        best = None
-        for n_hidden in config["n_hidden"]:
-            for lr0, alpha in config["schedules"]:
-                began = time.perf_counter()
-                rbm = RBM(data.train.shape[1], n_hidden, rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
-                res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["epochs"] * per_epoch,
-                                   lr=lr0, alpha=alpha, betas=linear_betas(config["n_temps"]),
-                                   n_chains=config["n_chains"], batch_size=config["batch_size"],
-                                   eval_every=config["eval_epochs"] * per_epoch, x_valid=valid,
-                                   patience=config["patience"])
-                at_best = next(r for r in res.evals if r["step"] == res.best_step)
-                row = {"kind": "candidate", "dataset": name, "n_hidden": n_hidden, "lr0": lr0, "alpha": alpha,
-                       "best_epoch": res.best_step // per_epoch, "epochs_run": res.evals[-1]["step"] // per_epoch,
-                       "valid_ll_tracked": at_best["valid_ll"],
-                       "test_ll_tracked": float(-jnp.mean(res.model.free_energy(test))) - at_best["log_z"],
-                       "valid_curve": [[r["step"] // per_epoch, r["valid_ll"]] for r in res.evals],
-                       "train_seconds": round(time.perf_counter() - began, 1)}
-                rows.append(row)
-                if best is None or row["valid_ll_tracked"] > best[0]["valid_ll_tracked"]:
-                    best = (row, res.model)
-        row, model = best
-        rows.append({**row, "kind": "chosen", **_ais_test_ll(model, data.test, jax.random.key(1), base_rate, config)})
+        def unit(n_hidden, lr0, alpha, checkpoint_dir):
+            began = time.perf_counter()
+            rbm = RBM(data.train.shape[1], n_hidden, rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
+            res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["epochs"] * per_epoch,
+                               lr=lr0, alpha=alpha, betas=linear_betas(config["n_temps"]),
+                               n_chains=config["n_chains"], batch_size=config["batch_size"],
+                               eval_every=config["eval_epochs"] * per_epoch, x_valid=valid,
+                               patience=config["patience"], checkpoint_dir=checkpoint_dir)
+            at_best = next(r for r in res.evals if r["step"] == res.best_step)
+            return {"kind": "candidate", "dataset": name, "n_hidden": n_hidden, "lr0": lr0, "alpha": alpha,
+                    "best_epoch": res.best_step // per_epoch, "epochs_run": res.evals[-1]["step"] // per_epoch,
+                    "valid_ll_tracked": at_best["valid_ll"],
+                    "test_ll_tracked": float(-jnp.mean(res.model.free_energy(test))) - at_best["log_z"],
+                    "valid_curve": [[r["step"] // per_epoch, r["valid_ll"]] for r in res.evals],
+                    "train_seconds": round(time.perf_counter() - began, 1),
+                    **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config)}
+
+        candidates = [run_unit(f"{name} nh={n_hidden} eps0={lr0} alpha={alpha}", partial(unit, n_hidden, lr0, alpha))
+                      for n_hidden in config["n_hidden"] for lr0, alpha in config["schedules"]]
+        rows += candidates
+        rows.append({**max(candidates, key=lambda r: r["valid_ll_tracked"]), "kind": "chosen"})
     return rows
 
 

@@ -152,14 +152,18 @@ def _checkpoint_manager(directory, keep: int = 2):
     return ocp.CheckpointManager(Path(directory).resolve(), options=ocp.CheckpointManagerOptions(max_to_keep=keep))
 
 
-def save_checkpoint(directory, step: int, state, extra: dict | None = None) -> None:
-    """Save `state` (a pytree) and JSON-able `extra` as checkpoint `step` in `directory`."""
+def save_checkpoint(directory, step: int, state, extra: dict | None = None, arrays: dict | None = None) -> None:
+    """Save `state` (a pytree), JSON-able `extra` and `arrays` (a dict of numpy arrays whose shapes may differ
+    from one checkpoint to the next, e.g. a growing history) as checkpoint `step` in `directory`."""
     import orbax.checkpoint as ocp
 
+    extra = json.loads(json.dumps(extra or {}, default=float))  # numpy scalars as floats
+    items = {"state": ocp.args.StandardSave({"state": state}), "extra": ocp.args.JsonSave(extra)}
+    if arrays is not None:
+        items["arrays"] = ocp.args.StandardSave({"arrays": arrays})
     with _checkpoint_manager(directory) as mngr:
         # wrapped in a dict: orbax's StandardSave refuses a bare array as the whole tree
-        mngr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave({"state": state}),
-                                                extra=ocp.args.JsonSave(extra or {})), force=True)
+        mngr.save(step, args=ocp.args.Composite(**items), force=True)
         mngr.wait_until_finished()
 
 
@@ -167,6 +171,7 @@ def restore_checkpoint(directory, like) -> tuple[int, Any, dict] | None:
     """The latest checkpoint in `directory` as (step, state, extra), or None if there is none.
 
     like: a pytree with the structure, shapes and dtypes of the saved state (e.g. the initial state).
+    Saved `arrays` come back as extra["arrays"] (numpy, with their saved shapes).
     """
     import orbax.checkpoint as ocp
 
@@ -177,9 +182,15 @@ def restore_checkpoint(directory, like) -> tuple[int, Any, dict] | None:
         if step is None:
             return None
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, {"state": like})
-        out = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
-                                                         extra=ocp.args.JsonRestore()))
-    return step, out.state["state"], dict(out.extra or {})
+        items = {"state": ocp.args.StandardRestore(abstract), "extra": ocp.args.JsonRestore()}
+        has_arrays = (Path(directory).resolve() / str(step) / "arrays").exists()
+        if has_arrays:
+            items["arrays"] = ocp.args.StandardRestore()
+        out = mngr.restore(step, args=ocp.args.Composite(**items))
+    extra = dict(out.extra or {})
+    if has_arrays:
+        extra["arrays"] = jax.tree.map(np.asarray, out.arrays["arrays"])
+    return step, out.state["state"], extra
 
 
 # %% book/toolkit.md
@@ -206,9 +217,10 @@ def fit(
     data: t -> batch of step t. Metrics are fetched every `log_every` steps and checked for NaN/Inf
     (NonFiniteError names the first bad step). With `checkpoint_dir`, the state is saved every
     `checkpoint_every` steps (a multiple of log_every; default: log_every) and at the end, and a
-    later call resumes from the latest checkpoint. `first_step`: the step `state` is at (to train in
-chunks, e.g. evaluating between calls). `stop_after` ends the call after that many steps
-    (an interruption, for tests) without a final checkpoint.
+    later call resumes from the latest checkpoint between `first_step` and the end of the call.
+    `first_step`: the step `state` is at (to train in chunks, e.g. evaluating between calls).
+    `stop_after`: end the call at step first_step + stop_after (a chunk, or an interruption in a
+    test), without a final checkpoint.
     mesh: data parallelism (see `data_mesh`): the state is replicated on the mesh's devices and every
     leaf of the batch split along its first axis. "auto": all devices when there are several and the
     batch divides among them (else one device, with a warning); None: the default device.
@@ -228,10 +240,11 @@ chunks, e.g. evaluating between calls). `stop_after` ends the call after that ma
         raise ValueError(f"checkpoint_every ({checkpoint_every}) must be a multiple of log_every ({log_every})")
     history: dict[str, list] = {}
     start = int(first_step)
+    end = num_steps if stop_after is None else min(num_steps, start + stop_after)
     if checkpoint_dir is not None:
         restored = restore_checkpoint(checkpoint_dir, state)
         if restored is not None:
-            if restored[0] > start:
+            if start < restored[0] <= end:
                 start, state, extra = restored
                 history = {k: list(v) for k, v in extra.get("history", {}).items()}
                 note_restored(checkpoint_dir, start)
@@ -244,7 +257,6 @@ chunks, e.g. evaluating between calls). `stop_after` ends the call after that ma
     began = time.perf_counter()
     pending: list = []
     t = start
-    end = num_steps if stop_after is None else min(num_steps, start + stop_after)
 
     def flush():
         if not pending:

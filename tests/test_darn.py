@@ -315,3 +315,43 @@ def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch)
                                               "nade_hidden": 10}, results_dir=tmp_path)
     assert [r["model"] for r in rec["rows"]] == ["MoB", "FVSBN", "NADE", "DARN"]
     assert all(np.isfinite(r["test_log_prob"]) and r["test_log_prob"] < 0 for r in rec["rows"])
+
+
+@pytest.mark.parametrize("stop_at", [250, 300])  # between validations (fit's checkpoints), at a validation
+def test_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path, stop_at):
+    """Validation every 100 steps, fit's checkpoints every 50, patience 2; interrupted at step `stop_at`
+    (an exception in the loss's logging): resumed, the model, the history and the early-stopping choice of
+    an uninterrupted run."""
+    rng = np.random.default_rng(0)
+    x = (rng.random((400, 10)) < 0.3).astype(np.float32)
+    kwargs = dict(steps=600, batch_size=50, learning_rate=3e-3, x_valid=x[300:], eval_every=100, patience=2,
+                  progress=False, log_every=50, checkpoint_every=50)
+
+    def fresh():
+        return D.DARN(10, 4, 6, rngs=nnx.Rngs(0))
+
+    straight, hist = D.train_darn(fresh(), x[:300], **kwargs)
+    folder = tmp_path / "ckpt"
+    import lib.toolkit as T
+
+    original = T.fit  # fit_with_validation imports it at each call: patched, it stops the run at stop_at
+
+    def interrupting_fit(step, state, data, num_steps, **kw):
+        if kw["first_step"] + kw["stop_after"] > stop_at:
+            original(step, state, data, num_steps, **{**kw, "stop_after": stop_at - kw["first_step"]})
+            raise KeyboardInterrupt
+        return original(step, state, data, num_steps, **kw)
+
+    T.fit = interrupting_fit
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            D.train_darn(fresh(), x[:300], checkpoint_dir=folder, **kwargs)
+    finally:
+        T.fit = original
+    assert (folder / "validated").is_dir() and (folder / "steps").is_dir()
+    resumed, hist2 = D.train_darn(fresh(), x[:300], checkpoint_dir=folder, **kwargs)
+    assert set(hist) == set(hist2)
+    for name in hist:
+        np.testing.assert_array_equal(hist2[name], hist[name], err_msg=name)
+    for a, b in zip(jax.tree.leaves(nnx.state(resumed)), jax.tree.leaves(nnx.state(straight))):
+        np.testing.assert_array_equal(a, b)

@@ -280,3 +280,33 @@ def test_ebp_mnist_experiment_end_to_end():
     assert len(rows) == 3 and set(by) == {"Real EBP", "Binary EBP", "BP ce 0.1"}
     assert all(r["hidden"] == [50] and r["epoch"] == 1 for r in rows)
     assert by["Real EBP"]["EBP-P"] < 0.15 and by["Binary EBP"]["EBP-P"] < 0.2 and by["BP ce 0.1"]["BP"] < 0.2
+
+
+def test_interrupted_passes_resume_to_the_uninterrupted_network(tmp_path):
+    """Checkpointed after every pass and stopped in the third (an exception in the evaluation): the resumed
+    run restores pass 2 and ends with the network and per-pass errors of an uninterrupted run."""
+    rng = np.random.default_rng(0)
+    x = np.sign(rng.normal(size=(600, 41)))  # an odd number of +-1 inputs: the teacher's sum is never 0
+    y = np.sign(x @ np.sign(rng.normal(size=41))).astype(int)
+    net0 = E.init_ebp(jax.random.key(0), [41, 5, 1])
+    args = (x[:500], y[:500], jax.random.key(1), ("ebp", "binary", 1.0))
+    kwargs = dict(epochs=4, batch_size=10, x_test=x[500:], y_test=y[500:])
+
+    def evaluate(net, xt, yt):
+        return {"EBP-P": E.error_rate(E.ebp_p(net, xt, "binary"), yt)}
+
+    def stop_in_third(net, xt, yt):
+        if stop_in_third.calls == 2:
+            raise KeyboardInterrupt
+        stop_in_third.calls += 1
+        return evaluate(net, xt, yt)
+
+    stop_in_third.calls = 0
+    straight, hist = E.online_passes(net0, *args, evaluate=evaluate, **kwargs)
+    with pytest.raises(KeyboardInterrupt):
+        E.online_passes(net0, *args, evaluate=stop_in_third, checkpoint_dir=tmp_path, **kwargs)
+    assert max(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == 2
+    resumed, hist2 = E.online_passes(net0, *args, evaluate=evaluate, checkpoint_dir=tmp_path, **kwargs)
+    assert hist2 == hist and len(hist) == 4
+    for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(straight)):
+        np.testing.assert_array_equal(a, b)

@@ -388,3 +388,25 @@ def test_nram_hard_experiment_end_to_end():
     controller = N.load_controller(config, row["controller"])  # the stored controller is the evaluated one
     again = N.evaluate(controller, config, config.max_difficulty, examples=1000, seed=1, mixed=True)
     assert again["error"] == row["train_error"]
+
+
+def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
+    """Checkpoints every 60 steps, interrupted at step 150: resumed from step 120, the same controllers,
+    curriculum and history as a run that was never interrupted."""
+    config = N.TrainConfig(task="access", memory_size=8, timesteps=3, max_difficulty=2, steps=190, chunk=10,
+                           min_gap=20, hidden=16, learning_rate=0.05)
+    straight = N.train_nram(config, progress=False)
+
+    def interrupt(row):
+        if row["step"] == 150:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        N.train_nram(config, progress=False, log=interrupt, checkpoint_dir=tmp_path, checkpoint_every=60)
+    assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == [60, 120]
+    resumed = N.train_nram(config, progress=False, checkpoint_dir=tmp_path, checkpoint_every=60)
+    assert resumed.level == straight.level and resumed.selected_step == straight.selected_step
+    for name in straight.history:
+        np.testing.assert_array_equal(resumed.history[name], straight.history[name], err_msg=name)
+    for a, b in ((resumed.controller, straight.controller), (resumed.final_controller, straight.final_controller)):
+        assert N.controller_text(a) == N.controller_text(b)

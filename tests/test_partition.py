@@ -345,3 +345,37 @@ def test_rbm_gibbs_leaves_the_model_invariant_and_log_prob_normalises():
         np.testing.assert_allclose(np.asarray(a), np.asarray(rbm.hidden_input(v)), atol=1e-5)
         counts = np.bincount((np.asarray(v) @ (2 ** np.arange(3, -1, -1))).astype(int), minlength=16)
         assert np.sum((counts - n * p) ** 2 / (n * p)) < 45.0   # 15 dof: p < 1e-4 under the null
+
+
+def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
+    """Checkpointed every 400 updates and stopped at update 1000 (an exception in the evaluation): the resumed
+    run restores update 800 and ends with the chains, tracker, parameters and history of an uninterrupted run,
+    with early stopping's bookkeeping carried across."""
+    rng = np.random.default_rng(1)
+    protos = rng.random((3, 12)) < 0.5
+    make = lambda n: (protos[rng.integers(0, 3, n)] ^ (rng.random((n, 12)) < 0.1)).astype(np.uint8)  # noqa: E731
+    x_train, x_valid = make(40), make(200)
+    kwargs = dict(steps=2000, lr=0.05, eval_every=200, betas=P.linear_betas(5), x_valid=x_valid, patience=20)
+
+    def run(**more):
+        rbm = P.RBM(12, 10, rngs=nnx.Rngs(0), visible_bias=P.log_odds_of_mean(x_train))
+        return P.train_sml_pt(rbm, x_train, jax.random.key(0), **kwargs, **more)
+
+    straight = run()
+
+    def stop_at_1000(model, state, t):
+        if t == 1000:
+            raise KeyboardInterrupt
+        return {}
+
+    with pytest.raises(KeyboardInterrupt):
+        run(checkpoint_dir=tmp_path, checkpoint_every=400, evaluate=stop_at_1000)
+    assert max(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == 800
+    resumed = run(checkpoint_dir=tmp_path, checkpoint_every=400)
+    assert resumed.best_step == straight.best_step
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in resumed.evals] == \
+        [{k: v for k, v in r.items() if k != "seconds"} for r in straight.evals]
+    for a, b in zip(jax.tree.leaves((resumed.state, resumed.history)), jax.tree.leaves((straight.state, straight.history))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for a, b in zip(jax.tree.leaves(nnx.state(resumed.model)), jax.tree.leaves(nnx.state(straight.model))):
+        np.testing.assert_array_equal(a, b)
