@@ -8,8 +8,11 @@ DGP 2 (M = 100 inducing points, inner width 8) from the first 10,000 points (k-m
 bound scaled to all N points, then trains `steps` Adam steps on minibatches of `batch` rows that
 `minibatches(..., stream=True)` reads from the file (lib.dgp.train_dgp(..., stream=True)), and
 writes results/bench/dgp-stream.json: points per second and seconds per step (the time of a run
-of `steps` steps minus that of a run of 20, which both compile and warm up the same way), the peak of the process's anonymous resident memory (what it holds itself; the pages
-of the mapped file are the kernel's page cache, which it can drop) and of its whole resident set.
+of `steps` steps minus that of a run of 20: both compile and warm up the same way), the peak of
+the process's anonymous resident memory (what it holds itself; the pages of the mapped file are
+the kernel's page cache, which it can drop) and of its whole resident set. What grows with N in
+memory is the epoch's permutation of the row indices (8 bytes per point, and the sort that draws
+it); the rows themselves are read batch by batch.
 """
 from __future__ import annotations
 
@@ -115,6 +118,7 @@ def main(argv=None) -> int:
             model, history = train_dgp(model, x, y, steps=steps, batch_size=args.batch, stream=True, progress=False)
             return model, history, time.perf_counter() - t
 
+        before_mb = round(status_kb("RssAnon") / 1024, 1)  # the interpreter, jax and the dataset writer's leftovers
         with PeakMemory() as memory:
             _, _, short = train(warmup)
             model, history, full = train(args.steps)
@@ -132,6 +136,7 @@ def main(argv=None) -> int:
         "write_seconds": round(write_seconds, 1),
         "seconds_per_step": round(timed / steps, 4),
         "points_per_second": round(steps * args.batch / timed),
+        "anonymous_mb_before_training": before_mb,
         **memory.megabytes(),
         "final_loss": float(np.mean(history["loss"][-20:])),
         "load_average_1min": round(os.getloadavg()[0], 2),  # above the core count: other work shared the CPU

@@ -295,7 +295,9 @@ def minibatches(arrays, batch_size: int, *, key: jax.Array, stream: bool = False
     an epoch is dropped so every batch has `batch_size` rows (one compiled shape).
     stream: leave `arrays` where they are (numpy arrays, or np.memmap files larger than memory) and
     gather each batch on the host, its rows in increasing order (one pass over the file); `fit` then
-    moves the batch to the device(s). Otherwise the arrays are copied to device memory once.
+    moves the batch to the device(s). The epoch's permutation is then drawn on the host by numpy,
+    in place (4 bytes per row below 2^31 rows): other batches than the device version's, equally
+    a function of (key, t). Otherwise the arrays are copied to device memory once.
     """
     leaves = jax.tree.leaves(arrays)
     if not leaves:
@@ -306,7 +308,6 @@ def minibatches(arrays, batch_size: int, *, key: jax.Array, stream: bool = False
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be in 1..{n} (the number of examples), got {batch_size}")
     per_epoch = n // batch_size
-    permutation = jax.jit(lambda epoch: jax.random.permutation(jax.random.fold_in(key, epoch), n))
     if stream:
         orders = {}
 
@@ -314,13 +315,17 @@ def minibatches(arrays, batch_size: int, *, key: jax.Array, stream: bool = False
             epoch = t // per_epoch
             if epoch not in orders:
                 orders.clear()
-                orders[epoch] = np.asarray(permutation(epoch))
+                order = np.arange(n, dtype=np.int32 if n < 2 ** 31 else np.int64)
+                seed = np.asarray(jax.random.key_data(jax.random.fold_in(key, epoch))).ravel().tolist()
+                np.random.default_rng(seed).shuffle(order)
+                orders[epoch] = order
             position = t % per_epoch
             idx = np.sort(orders[epoch][position * batch_size:(position + 1) * batch_size])
             return jax.tree.map(lambda a: np.asarray(a[idx]), arrays)
 
         return host_batch
     arrays = jax.tree.map(jnp.asarray, arrays)
+    permutation = jax.jit(lambda epoch: jax.random.permutation(jax.random.fold_in(key, epoch), n))
 
     @jax.jit
     def take(order, position):
