@@ -7,12 +7,12 @@ x standard normal in D = 8 (float64, 640 MB for 10 million points), y = sin(sum 
 DGP 2 (M = 100 inducing points, inner width 8) from the first 10,000 points (k-means, PCA) with the
 bound scaled to all N points, then trains `steps` Adam steps on minibatches of `batch` rows that
 `minibatches(..., stream=True)` reads from the file (lib.dgp.train_dgp(..., stream=True)), and
-writes results/bench/dgp-stream.json: points per second and seconds per step (the time of a run
-of `steps` steps minus that of a run of 20: both compile and warm up the same way), the peak of
-the process's anonymous resident memory (what it holds itself; the pages of the mapped file are
-the kernel's page cache, which it can drop) and of its whole resident set. What grows with N in
-memory is the epoch's permutation of the row indices (8 bytes per point, and the sort that draws
-it); the rows themselves are read batch by batch.
+writes results/bench/dgp-stream.<points>.json: points per second and seconds per step (the time
+of a run of `steps` steps minus that of a run of 20: both compile and warm up the same way), the
+peak of the process's anonymous resident memory (what it holds itself; the pages of the mapped
+file are the kernel's page cache, which it can drop) and of its whole resident set. What grows
+with N in memory is the epoch's permutation of the row indices (4 bytes per point, drawn in
+place); the rows themselves are read batch by batch.
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument("--folder", help="where to write the dataset (default: a temporary folder)")
-    parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "dgp-stream.json"))
+    parser.add_argument("--out", help="results file (default: results/bench/dgp-stream.<points>.json)")
     args = parser.parse_args(argv)
     warmup = 20
     if args.steps <= warmup:
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         "command": "python benchmarks/dgp_stream.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "wall_seconds": round(time.perf_counter() - began, 1),
         **provenance(),
-        "config": {"points": args.points, "D": 8, "layers": 2, "inducing": 100, "batch": args.batch,
+        "config": {"points": args.points, "D": 8, "layers": 2, "inducing": 100, "whiten": False, "batch": args.batch,
                    "steps": args.steps, "warmup_steps": warmup, "dtype": "float64", "storage": "np.memmap (.npy)"},
         "file_mb": round(file_mb, 1),
         "write_seconds": round(write_seconds, 1),
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
         "final_loss": float(np.mean(history["loss"][-20:])),
         "load_average_1min": round(os.getloadavg()[0], 2),  # above the core count: other work shared the CPU
     }
-    out = Path(args.out)
+    out = Path(args.out or ROOT / "results" / "bench" / f"dgp-stream.{args.points}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps({k: record[k] for k in ("seconds_per_step", "points_per_second", "peak_anonymous_mb",
