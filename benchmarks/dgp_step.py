@@ -9,25 +9,20 @@ once, then the median of `repeats` timed steps is reported. The peers run in the
 environment (`make bench-peers` builds .venv-peers from benchmarks/peers/requirements.txt);
 without it only lib.dgp is timed.
 GPflux's architecture builder is whitened only, so the comparison is whitened; lib.dgp is also
-timed non-whitened (the authors' setting). Writes results/bench/dgp-step.json.
+timed non-whitened (the authors' setting). Writes results/benchmarks/dgp-step.json.
 The machine must be otherwise idle: two processes sharing two cores distort every figure.
 """
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
-from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import ROOT, Record
 
 
 def data(n=10_000, d=8, seed=0):
@@ -82,15 +77,12 @@ def main(argv=None):
     parser.add_argument("--peers", default=str(default_peers) if default_peers.exists() else None,
                         help="python of an environment with gpflux and gpytorch (default: .venv-peers if built)")
     parser.add_argument("--quick", action="store_true", help="float64 only")
-    parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "dgp-step.json"))
+    parser.add_argument("--out", help="results file (default: results/benchmarks/dgp-step.json)")
     args = parser.parse_args(argv)
-    from lib.toolkit import provenance
 
     x, y = data()
     cfgs = configs(args.quick)
-    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    origin = provenance()
-    began = time.perf_counter()
+    record = Record("dgp-step", {"N": len(x), "D": x.shape[1], "M": 100, "samples": 1, "optimizer": "adam"}, argv)
     rows, peers = ours(x, y, cfgs), {}
     if args.peers:
         with tempfile.TemporaryDirectory() as tmp:
@@ -102,17 +94,9 @@ def main(argv=None):
                 peers[meta["library"]] = meta
     else:
         print("no peers' environment (make bench-peers): timing lib.dgp only", file=sys.stderr)
-    record = {"experiment": "dgp-step", "chapter": "bench",
-              "command": "python benchmarks/dgp_step.py" + (" --quick" if args.quick else ""),
-              "preset": "bench", "reduced": bool(args.quick), "started": started,
-              "wall_seconds": round(time.perf_counter() - began, 1), **origin, "peers": peers,
-              "config": {"N": len(x), "D": x.shape[1], "M": 100, "samples": 1, "optimizer": "adam"},
-              "rows": rows}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
+    record.rows = rows
     print(table(rows))
-    print(f"wrote {out}")
+    record.write(args.out, reduced=bool(args.quick), peers=peers)
 
 
 def table(rows) -> str:

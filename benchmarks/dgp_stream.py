@@ -7,7 +7,7 @@ x standard normal in D = 8 (float64, 640 MB for 10 million points), y = sin(sum 
 DGP 2 (M = 100 inducing points, inner width 8) from the first 10,000 points (k-means, PCA) with the
 bound scaled to all N points, then trains `steps` Adam steps on minibatches of `batch` rows that
 `minibatches(..., stream=True)` reads from the file (lib.dgp.train_dgp(..., stream=True)), and
-writes results/bench/dgp-stream.<points>.json: points per second and seconds per step (the time
+writes results/benchmarks/dgp-stream.<points>.json: points per second and seconds per step (the time
 of a run of `steps` steps minus that of a run of 20: both compile and warm up the same way), the
 peak of the process's anonymous resident memory (what it holds itself; the pages of the mapped
 file are the kernel's page cache, which it can drop) and of its whole resident set. What grows
@@ -17,19 +17,13 @@ place); the rows themselves are read batch by batch.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+from common import RESULTS, Record
 
 def status_kb(field: str) -> int:
     """A field of /proc/self/status in kB (Linux), 0 elsewhere."""
@@ -90,7 +84,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument("--folder", help="where to write the dataset (default: a temporary folder)")
-    parser.add_argument("--out", help="results file (default: results/bench/dgp-stream.<points>.json)")
+    parser.add_argument("--out", help="results file (default: results/benchmarks/dgp-stream.<points>.json)")
     args = parser.parse_args(argv)
     warmup = 20
     if args.steps <= warmup:
@@ -100,9 +94,10 @@ def main(argv=None) -> int:
 
     jax.config.update("jax_enable_x64", True)
     from lib.dgp import build_dgp, train_dgp
-    from lib.toolkit import provenance
 
-    began = time.perf_counter()
+    record = Record("dgp-stream", {"points": args.points, "D": 8, "layers": 2, "inducing": 100, "whiten": False,
+                                   "batch": args.batch, "steps": args.steps, "warmup_steps": warmup,
+                                   "dtype": "float64", "storage": "np.memmap (.npy)"}, argv)
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.folder or scratch)
         folder.mkdir(parents=True, exist_ok=True)
@@ -110,6 +105,7 @@ def main(argv=None) -> int:
         x, y = write_dataset(folder, args.points)
         write_seconds = time.perf_counter() - t0
         file_mb = sum(f.stat().st_size for f in (folder / "x.npy", folder / "y.npy")) / 2 ** 20
+
         def train(steps):
             """A fresh model trained `steps` steps; (model, history, seconds including compilation)."""
             model = build_dgp(np.asarray(x[:10_000]), np.asarray(y[:10_000]), 2, num_inducing=100)
@@ -121,33 +117,16 @@ def main(argv=None) -> int:
         before_mb = round(status_kb("RssAnon") / 1024, 1)  # the interpreter, jax and the dataset writer's leftovers
         with PeakMemory() as memory:
             _, _, short = train(warmup)
-            model, history, full = train(args.steps)
+            _, history, full = train(args.steps)
         timed = full - short  # the same compilation and warm-up in both: the difference is steps - warmup steps
-        del x, y
     steps = args.steps - warmup
-    record = {
-        "benchmark": "dgp-stream",
-        "command": "python benchmarks/dgp_stream.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "wall_seconds": round(time.perf_counter() - began, 1),
-        **provenance(),
-        "config": {"points": args.points, "D": 8, "layers": 2, "inducing": 100, "whiten": False, "batch": args.batch,
-                   "steps": args.steps, "warmup_steps": warmup, "dtype": "float64", "storage": "np.memmap (.npy)"},
-        "file_mb": round(file_mb, 1),
-        "write_seconds": round(write_seconds, 1),
-        "seconds_per_step": round(timed / steps, 4),
-        "points_per_second": round(steps * args.batch / timed),
-        "anonymous_mb_before_training": before_mb,
-        **memory.megabytes(),
-        "final_loss": float(np.mean(history["loss"][-20:])),
-        "load_average_1min": round(os.getloadavg()[0], 2),  # above the core count: other work shared the CPU
-    }
-    out = Path(args.out or ROOT / "results" / "bench" / f"dgp-stream.{args.points}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    print(json.dumps({k: record[k] for k in ("seconds_per_step", "points_per_second", "peak_anonymous_mb",
-                                             "peak_resident_mb", "file_mb", "final_loss")}))
+    record.add(points=args.points, file_mb=round(file_mb, 1), write_seconds=round(write_seconds, 1),
+               seconds_per_step=round(timed / steps, 4), points_per_second=round(steps * args.batch / timed),
+               anonymous_mb_before_training=before_mb, **memory.megabytes(),
+               final_loss=float(np.mean(history["loss"][-20:])))
+    record.write(args.out or RESULTS / f"dgp-stream.{args.points}.json")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

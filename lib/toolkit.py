@@ -193,6 +193,33 @@ def restore_checkpoint(directory, like) -> tuple[int, Any, dict] | None:
     return step, out.state["state"], extra
 
 
+def tree_digest(tree) -> str:
+    """SHA-256 of the leaves of a pytree (their dtypes, shapes and bytes): equal digests, bit-identical trees."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for leaf in jax.tree.leaves(jax.device_get(tree)):
+        a = np.ascontiguousarray(leaf)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+_RUNS: list = []  # the experiment runs in progress, innermost last (see run_unit)
+
+
+def note_restored(checkpoint_dir, step: int) -> None:
+    """For trainers: record in the current experiment run (if any) that `checkpoint_dir` was restored at `step`."""
+    if _RUNS:
+        run = _RUNS[-1]
+        try:  # named by its unit, and its sub-folder if any
+            parts = Path(checkpoint_dir).resolve().relative_to(run.directory.resolve() / "checkpoints").parts
+            label = "/".join([run.names.get(parts[0], parts[0]), *parts[1:]])
+        except ValueError:
+            label = str(checkpoint_dir)
+        run.restored[label] = int(step)
+
+
 # %% book/toolkit.md
 def fit(
     step: Callable,
@@ -667,6 +694,7 @@ class _Run:
         self.directory, self.previous = directory, previous
         self.reused: list[str] = []
         self.restored: dict[str, int] = {}
+        self.names: dict[str, str] = {}  # unit folder -> unit name
 
     def summary(self) -> dict | None:
         if not (self.reused or self.restored):
@@ -674,9 +702,6 @@ class _Run:
         return {"units_reused": self.reused, "checkpoints_restored": self.restored,
                 "first_started": (self.previous or {}).get("started"),
                 "first_commit": (self.previous or {}).get("git_commit")}
-
-
-_RUNS: list[_Run] = []  # the experiment runs in progress (innermost last)
 
 
 def _open_run(directory: Path, preset: str, config: dict, origin: dict, fresh: bool) -> _Run:
@@ -698,7 +723,10 @@ def _open_run(directory: Path, preset: str, config: dict, origin: dict, fresh: b
 
 
 def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
+    """A file name for unit `name`: its letters, digits and . = - _, and a hash of the whole name (no collisions)."""
+    import hashlib
+
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)[:80] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
 def run_unit(name: str, compute: Callable[[Path | None], Any]) -> Any:
@@ -718,6 +746,7 @@ def run_unit(name: str, compute: Callable[[Path | None], Any]) -> Any:
         run.reused.append(name)
         return json.loads(done.read_text())["result"]
     checkpoint_dir = run.directory / "checkpoints" / _safe_name(name)
+    run.names[checkpoint_dir.name] = name
     result = json.loads(json.dumps(compute(checkpoint_dir), default=float))
     done.parent.mkdir(parents=True, exist_ok=True)
     partial_file = done.with_suffix(".tmp")
@@ -725,17 +754,6 @@ def run_unit(name: str, compute: Callable[[Path | None], Any]) -> Any:
     partial_file.replace(done)  # atomic: a unit is either stored whole or not at all
     shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return result
-
-
-def note_restored(checkpoint_dir, step: int) -> None:
-    """For trainers: record in the current experiment run that `checkpoint_dir` was restored at `step`."""
-    if _RUNS:
-        run = _RUNS[-1]
-        try:
-            label = str(Path(checkpoint_dir).resolve().relative_to(run.directory.resolve() / "checkpoints"))
-        except ValueError:
-            label = str(checkpoint_dir)
-        run.restored[label] = int(step)
 
 
 # %% book/toolkit.md
@@ -776,18 +794,6 @@ def run_mnist_softmax(config: dict) -> list:
         return rows
 
     return run_unit("softmax", train)
-
-
-def tree_digest(tree) -> str:
-    """SHA-256 of the leaves of a pytree (their dtypes, shapes and bytes): equal digests, bit-identical trees."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for leaf in jax.tree.leaves(jax.device_get(tree)):
-        a = np.ascontiguousarray(leaf)
-        h.update(f"{a.dtype}{a.shape}".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 __all__ = [

@@ -21,6 +21,7 @@ PAGES = {
     "book/data.html": (False, True, "book/data.ipynb"),
     "book/toolkit.html": (True, True, "book/toolkit.ipynb"),
     "book/dgp.html": (True, True, "book/dgp.ipynb"),
+    "book/performance.html": (True, True, "book/performance.ipynb"),
 }
 
 

@@ -341,7 +341,7 @@ def test_run_unit_stores_results_and_refuses_another_configuration(tmp_path):
         for i in range(config["n"]):
             def compute(checkpoint_dir, i=i):
                 calls.append(i)
-                assert checkpoint_dir is not None and checkpoint_dir.name == f"unit_{i}"
+                assert checkpoint_dir is not None and checkpoint_dir.name.startswith(f"unit_{i}-")
                 if i == config["fail_at"]:
                     raise KeyboardInterrupt  # an interruption in the middle of unit i
                 return {"i": i, "square": np.float32(i * i), "pair": (i, i)}
@@ -383,13 +383,13 @@ def test_killed_experiment_resumes_to_the_same_parameters(tmp_path, root, data_d
                "--set", "steps=30000", "--set", "batch_size=50"]
     env = {**os.environ, "LIB_DATA_DIR": str(data_dir)}
     killed, straight = tmp_path / "killed", tmp_path / "straight"
-    checkpoints = killed / ".checkpoints" / "toolkit" / "toolkit-mnist-softmax" / "checkpoints" / "softmax"
+    run_folder = killed / ".checkpoints" / "toolkit" / "toolkit-mnist-softmax" / "checkpoints"
     proc = subprocess.Popen(command + ["--results-dir", str(killed)], cwd=root, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     seen = []
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
-        seen = sorted(int(p.name) for p in checkpoints.glob("*") if p.name.isdigit()) if checkpoints.exists() else []
+        seen = sorted(int(p.name) for p in run_folder.glob("softmax-*/*") if p.name.isdigit())
         if seen and seen[-1] >= 9000:
             break
         time.sleep(0.05)
