@@ -1,15 +1,21 @@
 """Seconds per gradient step of a deep GP: lib.dgp against GPflux and GPyTorch, same machine, same run.
 
-    python benchmarks/dgp_step.py [--peers PYTHON] [--quick]
+    python benchmarks/dgp_step.py [--peers PYTHON] [--rounds 3] [--quick]
 
 The problem of the deep-GP chapter, Section 10: N = 10,000 synthetic points in D = 8 (x standard
 normal, y = sin(sum x) + noise), M = 100 inducing points, one sample, Adam; batches of 1,000 and
 10,000; SGP (1 layer), DGP 2 and DGP 3; float64 and float32. Each step is compiled or warmed up
-once, then the median of `repeats` timed steps is reported. The peers run in their own
-environment (`make bench-peers` builds .venv-peers from benchmarks/peers/requirements.txt);
+once, then the median of `repeats` timed steps is taken. The libraries alternate: `rounds` times,
+lib.dgp, then GPflux, then GPyTorch each time all configurations; a configuration's time is the
+median over rounds, so a slow spell of the machine hits every library alike. The peers run in
+their own environment (`make bench-peers` builds .venv-peers from benchmarks/peers/requirements.txt);
 without it only lib.dgp is timed.
 GPflux's architecture builder is whitened only, so the comparison is whitened; lib.dgp is also
-timed non-whitened (the authors' setting). Writes results/benchmarks/dgp-step.json.
+timed non-whitened (the authors' setting).
+The floor of a configuration is its step's floating-point operations (XLA's count of lib.dgp's
+compiled step) over the rate of a large matrix product on this machine in that precision (the
+best of 5 products of 2048 x 2048 matrices, measured in every round): the time of the step if it
+ran at the speed of the machine's best kernel. Writes results/benchmarks/dgp-step.json.
 The machine must be otherwise idle: two processes sharing two cores distort every figure.
 """
 from __future__ import annotations
@@ -40,19 +46,40 @@ def configs(quick: bool):
     return out
 
 
-def ours(x, y, cfgs):
+def matmul_rate(dtype: str, n: int = 2048, repeats: int = 5) -> float:
+    """Floating-point operations per second of the best of `repeats` (n, n) @ (n, n) products with jax."""
+    import time
+
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.asarray(np.random.default_rng(0).standard_normal((n, n)), dtype)
+    product = jax.jit(lambda u: u @ u)
+    jax.block_until_ready(product(a))
+    best = float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        jax.block_until_ready(product(a))
+        best = min(best, time.perf_counter() - began)
+    return 2.0 * n ** 3 / best
+
+
+def ours(x, y, cfgs, with_flops: bool = False):
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from lib.dgp import build_dgp, time_gradient_step
+    from lib.dgp import build_dgp, gradient_step_flops, time_gradient_step
 
     rows = []
     for c in cfgs:
         for whiten in (True, False):
             xb, yb = x[: c["batch"]].astype(c["dtype"]), y[: c["batch"]].astype(c["dtype"])
             model = build_dgp(xb, yb, c["layers"], whiten=whiten)
-            s = time_gradient_step(model, xb, yb, repeats=c["repeats"])
-            rows.append(dict(c, library="lib.dgp", whiten=whiten, seconds=round(s, 5)))
+            row = dict(c, library="lib.dgp", whiten=whiten)
+            if with_flops:
+                row["flops"] = gradient_step_flops(model, xb, yb)
+            row["seconds"] = round(time_gradient_step(model, xb, yb, repeats=c["repeats"]), 5)
+            rows.append(row)
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -76,44 +103,68 @@ def main(argv=None):
     default_peers = ROOT / ".venv-peers" / "bin" / "python"
     parser.add_argument("--peers", default=str(default_peers) if default_peers.exists() else None,
                         help="python of an environment with gpflux and gpytorch (default: .venv-peers if built)")
-    parser.add_argument("--quick", action="store_true", help="float64 only")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds over all libraries")
+    parser.add_argument("--quick", action="store_true", help="float64 only, one round")
     parser.add_argument("--out", help="results file (default: results/benchmarks/dgp-step.json)")
     args = parser.parse_args(argv)
+    rounds = 1 if args.quick else args.rounds
 
     x, y = data()
     cfgs = configs(args.quick)
-    record = Record("dgp-step", {"N": len(x), "D": x.shape[1], "M": 100, "samples": 1, "optimizer": "adam"}, argv)
-    rows, peers = ours(x, y, cfgs), {}
-    if args.peers:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "data.npz")
-            np.savez(path, x=x, y=y)
-            for script in ("gpflux_dgp.py", "gpytorch_dgp.py"):
-                r, meta = peer(args.peers, script, path, cfgs)
-                rows += r
+    record = Record("dgp-step", {"N": len(x), "D": x.shape[1], "M": 100, "samples": 1, "optimizer": "adam",
+                                 "rounds": rounds, "floor_matmul": 2048}, argv)
+    rows, peers, rates = [], {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data.npz")
+        np.savez(path, x=x, y=y)
+        for r in range(rounds):
+            rates.append({d: matmul_rate(d) for d in sorted({c["dtype"] for c in cfgs})})
+            rows += [dict(row, round=r) for row in ours(x, y, cfgs, with_flops=r == 0)]
+            for script in ("gpflux_dgp.py", "gpytorch_dgp.py") if args.peers else ():
+                got, meta = peer(args.peers, script, path, cfgs)
+                rows += [dict(row, round=r) for row in got]
                 peers[meta["library"]] = meta
-    else:
+    if not args.peers:
         print("no peers' environment (make bench-peers): timing lib.dgp only", file=sys.stderr)
     record.rows = rows
-    print(table(rows))
-    record.write(args.out, reduced=bool(args.quick), peers=peers)
+    summary = summarise(rows, rates)
+    record.write(args.out, reduced=bool(args.quick), peers=peers, matmul_flops_per_second=rates, summary=summary)
+    print(table(summary))
 
 
-def table(rows) -> str:
-    keys = sorted({(r["dtype"], r["batch"], r["layers"]) for r in rows})
-    libs = [("lib.dgp", True), ("lib.dgp", False), ("gpflux", True), ("gpytorch", True)]
-    head = f"{'dtype':8s} {'batch':>6s} {'model':6s}" + "".join(
-        f"{lib + ('' if w else ' (plain)'):>18s}" for lib, w in libs)
-    lines = [head]
-    for dtype, batch, layers in keys:
-        line = f"{dtype:8s} {batch:6d} {'SGP' if layers == 1 else f'DGP {layers}':6s}"
-        for lib, w in libs:
-            hit = [r["seconds"] for r in rows if r["library"] == lib and r.get("whiten", True) == w
-                   and (r["dtype"], r["batch"], r["layers"]) == (dtype, batch, layers)]
-            line += f"{hit[0]:18.4f}" if hit else f"{'-':>18s}"
-        lines.append(line)
+def summarise(rows, rates) -> list:
+    """Per configuration: the median over rounds of each library's seconds, ours over the best peer,
+    and the floor (flops over the median matrix-product rate) with ours over it."""
+    out = []
+    for dtype, batch, layers in sorted({(r["dtype"], r["batch"], r["layers"]) for r in rows}):
+        same = [r for r in rows if (r["dtype"], r["batch"], r["layers"]) == (dtype, batch, layers)]
+        entry = {"dtype": dtype, "batch": batch, "layers": layers}
+        for lib, whiten in (("lib.dgp", True), ("lib.dgp", False), ("gpflux", True), ("gpytorch", True)):
+            times = [r["seconds"] for r in same if r["library"] == lib and r.get("whiten", True) == whiten]
+            if times:
+                entry[lib + ("" if whiten else " plain")] = float(np.median(times))
+        peers = [entry[p] for p in ("gpflux", "gpytorch") if p in entry]
+        if peers:
+            entry["ours_over_best_peer"] = entry["lib.dgp"] / min(peers)
+        flops = next(r["flops"] for r in same if r["library"] == "lib.dgp" and r["whiten"] and "flops" in r)
+        rate = float(np.median([rate[dtype] for rate in rates]))
+        entry.update(flops=flops, floor_seconds=flops / rate, ours_over_floor=entry["lib.dgp"] * rate / flops)
+        out.append(entry)
+    return out
+
+
+def table(summary) -> str:
+    """The summary as text: median seconds per library, ours over the best peer, the floor."""
+    libs = ("lib.dgp", "lib.dgp plain", "gpflux", "gpytorch")
+    lines = [f"{'dtype':8s} {'batch':>6s} {'model':6s}" + "".join(f"{lib:>15s}" for lib in libs)
+             + f"{'ours/peer':>10s}{'floor':>9s}{'ours/floor':>11s}"]
+    for e in summary:
+        model = "SGP" if e["layers"] == 1 else f"DGP {e['layers']}"
+        line = f"{e['dtype']:8s} {e['batch']:6d} {model:6s}"
+        line += "".join(f"{e[lib]:15.4f}" if lib in e else f"{'-':>15s}" for lib in libs)
+        ratio = f"{e['ours_over_best_peer']:10.2f}" if "ours_over_best_peer" in e else f"{'-':>10s}"
+        lines.append(line + ratio + f"{e['floor_seconds']:9.4f}{e['ours_over_floor']:11.1f}")
     return "\n".join(lines)
-
 
 if __name__ == "__main__":
     main()

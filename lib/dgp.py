@@ -725,10 +725,9 @@ def run_dgp_uci(config: dict) -> list:
 
 
 # %% book/dgp.md
-def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: int = 1) -> float:
-    """Median seconds of one jitted gradient step of the bound on the batch x, y (Section 10)."""
-    import time
-
+def gradient_step(model: DeepGP, x, y, *, num_samples: int = 1):
+    """One Adam step on the bound of the batch x, y, jitted: (step, state, batch, key) with
+    step(state, batch, key) -> (state, metrics) (Section 10)."""
     import optax
 
     from lib.toolkit import nnx_step, nnx_train_state
@@ -736,7 +735,14 @@ def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: i
     tx = optax.adam(0.01)
     graphdef, state = nnx_train_state(model, tx)
     step = jax.jit(nnx_step(graphdef, tx, lambda m, b, k: (-m.elbo(b[0], b[1], k, num_samples), {})))
-    batch, key = (jnp.asarray(x), jnp.asarray(y)), jax.random.key(0)
+    return step, state, (jnp.asarray(x), jnp.asarray(y)), jax.random.key(0)
+
+
+def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: int = 1) -> float:
+    """Median seconds of one jitted gradient step of the bound on the batch x, y (Section 10)."""
+    import time
+
+    step, state, batch, key = gradient_step(model, x, y, num_samples=num_samples)
     state, _ = step(state, batch, key)
     jax.block_until_ready(state)
     times = []
@@ -746,6 +752,26 @@ def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: i
         jax.block_until_ready(metrics)
         times.append(time.perf_counter() - began)
     return float(np.median(times))
+
+
+def gradient_step_flops(model: DeepGP, x, y, *, num_samples: int = 1) -> float:
+    """Floating-point operations of that step, as XLA's cost analysis of the compiled step counts them.
+
+    Counted on the step with the whole batch in one chunk (XLA counts the body of map_rows' loop
+    once), so the chunks' recomputation in the backward pass is not included: the work of the
+    algorithm, not of our memory-saving schedule. Library calls such as the M x M Cholesky
+    factorisations are not counted either: O(M^3), against the O(|B| M^2) of the products.
+    """
+    chunks = [layer.chunk_size for layer in model.layers]
+    try:
+        for layer in model.layers:
+            layer.chunk_size = x.shape[0]
+        step, state, batch, key = gradient_step(model, x, y, num_samples=num_samples)
+        cost = step.lower(state, batch, key).compile().cost_analysis()
+    finally:
+        for layer, rows in zip(model.layers, chunks):
+            layer.chunk_size = rows
+    return float((cost[0] if isinstance(cost, (list, tuple)) else cost)["flops"])
 
 
 # %% book/dgp.md
@@ -849,6 +875,8 @@ __all__ = [
     'evaluate_dgp',
     'gauss_hermite',
     'gauss_kl',
+    'gradient_step',
+    'gradient_step_flops',
     'kmeans_inducing',
     'linear_mean_matrix',
     'map_rows',

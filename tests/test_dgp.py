@@ -390,3 +390,17 @@ def test_normal_cdf_keeps_relative_precision_in_the_tail():
 
     z = np.linspace(-37.0, 8.0, 901)
     assert np.allclose(np.asarray(G.normal_cdf(jnp.asarray(z))) / norm.cdf(z), 1.0, rtol=0, atol=1e-11)
+
+
+def test_gradient_step_flops_match_the_count_of_the_products():
+    """SGP (one output, whitened): alpha = T k(Z, x) and B alpha cost 2 M^2 N each forward, and the backward
+    pass twice the forward: about 12 M^2 N in all, linear in N; the layers' chunking is left as it was."""
+    rng = np.random.default_rng(0)
+    M = 100
+    for N in (1000, 3000):
+        x = rng.standard_normal((N, 3))
+        y = np.sin(x.sum(1, keepdims=True))
+        model = G.build_dgp(x, y, 1, num_inducing=M, whiten=True)
+        flops = G.gradient_step_flops(model, x, y)
+        assert 10 * M ** 2 * N < flops < 16 * M ** 2 * N, (N, flops / (M ** 2 * N))
+        assert all(layer.chunk_size is None for layer in model.layers)
