@@ -276,7 +276,7 @@ def fit(
                 history = {k: list(v) for k, v in extra.get("history", {}).items()}
                 note_restored(checkpoint_dir, start)
     feed, jitted = data, jax.jit(step)
-    mesh = _resolve_mesh(mesh, data(start) if start < num_steps else None)
+    mesh = _resolve_mesh(mesh, lambda: data(start) if start < end else None)
     if mesh is not None:
         everywhere = replicated(mesh)
         state, key = jax.device_put((state, key), everywhere)
@@ -450,13 +450,17 @@ def shard_batch(batch, mesh: jax.sharding.Mesh):
     return jax.tree.map(place, batch)
 
 
-def _resolve_mesh(mesh, example_batch):
-    """fit's `mesh` argument: a Mesh, None, or "auto" (all devices if there are several and the batch divides)."""
+def _resolve_mesh(mesh, first_batch: Callable):
+    """fit's `mesh` argument: a Mesh, None, or "auto" (all devices if there are several and the batch divides).
+
+    first_batch: () -> the first batch (or None), called only to check the "auto" case on several devices.
+    """
     if mesh is None or isinstance(mesh, jax.sharding.Mesh):
         return mesh
     if mesh != "auto":
         raise ValueError(f"mesh must be a jax.sharding.Mesh, None or 'auto', got {mesh!r}")
-    if jax.device_count() == 1 or example_batch is None:
+    example_batch = first_batch() if jax.device_count() > 1 else None
+    if example_batch is None:
         return None
     n = jax.device_count()
     sizes = {np.shape(a)[0] if np.ndim(a) else 0 for a in jax.tree.leaves(example_batch)}

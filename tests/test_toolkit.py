@@ -277,6 +277,17 @@ for name, make in (("dgp", dgp), ("darn", darn)):
     hlo = jax.jit(step).lower(jax.device_put(state, replicated(mesh)), shard_batch(data(0), mesh),
                               jax.device_put(step_key(jax.random.key(2), 0), replicated(mesh))).compile().as_text()
     worst[name + "_allreduce"] = "all-reduce" in hlo
+# mesh="auto": all four devices when the batch divides among them, else one device and a warning
+import warnings
+import jax.numpy as jnp
+count = lambda s, b, k: (s + b.sum(), {"loss": b.sum()})
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    odd = fit(count, jnp.zeros(()), lambda t: np.ones(6), 2, key=jax.random.key(0), progress=False, log_every=1)
+    even = fit(count, jnp.zeros(()), lambda t: np.ones(8), 2, key=jax.random.key(0), progress=False, log_every=1)
+worst["auto_fallback_warned"] = sum("do not divide among 4 devices" in str(w.message) for w in caught)
+worst["auto_devices"] = [len(odd.state.sharding.device_set), len(even.state.sharding.device_set)]
+worst["auto_sums"] = [float(odd.state), float(even.state)]
 print(worst)
 import json; print("RESULT", json.dumps(worst))
 """
@@ -290,6 +301,8 @@ def test_data_parallel_training_matches_one_device(root):
     assert worst["dgp_allreduce"] and worst["darn_allreduce"], worst
     assert worst["dgp_loss"] < 1e-9 and worst["dgp_params"] < 1e-9, worst  # float64
     assert worst["darn_loss"] < 1e-4 and worst["darn_params"] < 1e-4, worst  # float32
+    assert worst["auto_fallback_warned"] == 1 and worst["auto_devices"] == [1, 4], worst
+    assert worst["auto_sums"] == [12.0, 16.0], worst
 
 
 def test_shard_batch_refuses_a_batch_the_devices_do_not_divide():
