@@ -23,33 +23,34 @@ from lib.toolkit import check_array
 def quadratic_forms(B, A):
     """v[n, p] = a_pn^T B[p] a_pn for symmetric B (P, M, M); returns (N, P).
 
-    A (M, N): the same a_n for every p (shared kernel), one (P M, M) x (M, N) product; or A (P, M, N),
-    one a_pn per output (per-output kernels), a batched product. The gradient uses B's symmetry
-    (eq. dgp-quadform).
+    A (N, M): row n is a_n, the same for every p (shared kernel): one (N, M) x (M, P M) product; or
+    A (P, N, M), one a_pn per output (per-output kernels): a batched product. The gradient uses B's
+    symmetry (eq. dgp-quadform-grad): one more product.
     """
     return _quadratic_forms_fwd(B, A)[0]
 
 
 def _quadratic_forms_fwd(B, A):
     P, M, _ = B.shape
-    # the barrier stops XLA:CPU (jax 0.12) fusing the column sum into the product, which ran it at half speed
-    if A.ndim == 2:
-        C = jax.lax.optimization_barrier(B.reshape(P * M, M) @ A).reshape(P, M, -1)  # B_p a_n
-    else:
-        C = jax.lax.optimization_barrier(B @ A)
-    return jnp.sum(C * A, -2).T, (A, C)
+    # the barriers keep XLA:CPU (jax 0.12) from fusing the sum into the product, which can run it 3x slower
+    if A.ndim == 2:  # C[n, p, :] = B_p a_n: the P blocks side by side, (M, P M)
+        C = jax.lax.optimization_barrier(A @ jnp.swapaxes(B, 0, 1).reshape(M, P * M)).reshape(-1, P, M)
+        return jnp.sum(C * A[:, None, :], -1), (A, C)
+    C = jax.lax.optimization_barrier(A @ B)  # (P, N, M)
+    return jnp.sum(C * A, -1).T, (A, C)
 
 
 def _quadratic_forms_bwd(residuals, g):
     A, C = residuals
-    P, M, _ = C.shape
-    gp = g.T[:, None, :]  # (P, 1, N)
     if A.ndim == 2:
-        dA = 2.0 * jnp.sum(C * gp, 0)
-        dB = ((A[None] * gp).reshape(P * M, -1) @ A.T).reshape(P, M, M)
+        P, M = C.shape[1:]
+        G = (g[:, :, None] * A[:, None, :]).reshape(-1, P * M)  # G[n, (p, m)] = g_np a_nm
+        dB = jnp.swapaxes((A.T @ G).reshape(M, P, M), 0, 1)  # sum_n g_np a_n a_n^T
+        dA = 2.0 * jnp.einsum("np,npm->nm", g, C)  # 2 sum_p g_np B_p a_n
     else:
-        dA = 2.0 * C * gp
-        dB = (A * gp) @ jnp.swapaxes(A, 1, 2)
+        G = g.T[:, :, None] * A
+        dB = jnp.swapaxes(A, 1, 2) @ G
+        dA = 2.0 * g.T[:, :, None] * C
     return dB, dA
 
 
@@ -73,28 +74,28 @@ def marginal_operators(Kzz_chol, q_sqrt, whiten: bool):
     return jnp.swapaxes(Linv, -1, -2) @ Linv, S - Kzz_chol @ jnp.swapaxes(Kzz_chol, -1, -2)
 
 
-def marginals_from_operators(T, B, Kzx, kxx_diag, q_mu):
+def marginals_from_operators(T, B, Kxz, kxx_diag, q_mu):
     """Means (N, P) and variances (N, P) of eq. dgp-quadform.
 
-    T (M, M) and Kzx (M, N) for a shared kernel, or T (P, M, M) and Kzx (P, M, N) per output;
-    B (P, M, M); kxx_diag (N,) or (N, P); q_mu (M, P).
+    T (M, M) and Kxz = k(x, Z) (N, M) for a shared kernel, or T (P, M, M) and Kxz (P, N, M) per
+    output; B (P, M, M); kxx_diag (N,) or (N, P); q_mu (M, P).
     """
-    alpha = T @ Kzx
-    mean = alpha.T @ q_mu if alpha.ndim == 2 else jnp.einsum("pmn,mp->np", alpha, q_mu)
+    A = Kxz @ jnp.swapaxes(T, -1, -2)  # row n is alpha(x_n)
+    mean = A @ q_mu if A.ndim == 2 else jnp.einsum("pnm,mp->np", A, q_mu)
     kdiag = kxx_diag[:, None] if kxx_diag.ndim == 1 else kxx_diag
-    return mean, kdiag + quadratic_forms(B, alpha)
+    return mean, kdiag + quadratic_forms(B, A)
 
 
-def conditional_marginals(Kzz_chol, Kzx, kxx_diag, q_mu, q_sqrt, whiten: bool):
+def conditional_marginals(Kzz_chol, Kxz, kxx_diag, q_mu, q_sqrt, whiten: bool):
     """Marginal means and variances of q(f_i) for one sparse GP layer (eq. dgp-marginals, dgp-whitened).
 
-    Kzz_chol (M, M): lower Cholesky factor of K_ZZ. Kzx (M, N). kxx_diag (N,): k(x_i, x_i).
+    Kzz_chol (M, M): lower Cholesky factor of K_ZZ. Kxz = k(x, Z) (N, M). kxx_diag (N,): k(x_i, x_i).
     q_mu (M, P): the inducing means (of u - m(Z), or of v when whitened). q_sqrt (P, M, M): lower
     triangular factors of the inducing covariances, one per output. Returns (mean (N, P), var (N, P)),
     without the mean function m(x).
     """
     T, B = marginal_operators(Kzz_chol, q_sqrt, whiten)
-    return marginals_from_operators(T, B, Kzx, kxx_diag, q_mu)
+    return marginals_from_operators(T, B, Kxz, kxx_diag, q_mu)
 
 
 # %% book/dgp.md
@@ -223,10 +224,14 @@ def map_rows(fn, x, rows: int):
     return jax.tree.map(lambda o: o.reshape((chunks * rows,) + o.shape[2:])[:N], out)
 
 
-def default_chunk_rows(num_outputs: int, num_inducing: int) -> int:
-    """Rows per chunk so that a layer's (P M, rows) product holds about 2^18 elements (CPU) or 2^27."""
-    budget = 2**18 if jax.default_backend() == "cpu" else 2**27
-    return max(128, budget // (num_outputs * num_inducing))
+def default_chunk_rows(num_outputs: int, num_inducing: int, dtype=jnp.float64) -> int:
+    """Rows per chunk: on the CPU, at most 2^20 elements of a layer's (rows, P M) product and 4 MB
+    per (rows, M) array (the fastest of the settings measured in Section 10); 2^27 elements on an
+    accelerator."""
+    if jax.default_backend() != "cpu":
+        return max(128, 2**27 // (num_outputs * num_inducing))
+    by_bytes = 2**22 // (num_inducing * jnp.dtype(dtype).itemsize)
+    return max(128, min(2**20 // (num_outputs * num_inducing), by_bytes))
 
 
 class SVGPLayer(nnx.Module):
@@ -295,11 +300,11 @@ class SVGPLayer(nnx.Module):
 
         def rows(xc):
             kdiag = self.kernel.diag(xc) + self.noise_variance
-            mean, var = marginals_from_operators(T, B, self.kernel.correlation(Z, xc), kdiag, q_mu)
+            mean, var = marginals_from_operators(T, B, self.kernel.correlation(xc, Z), kdiag, q_mu)
             return mean + self.mean_function(xc), jnp.maximum(var, 1e-12)
 
         M, P = q_mu.shape
-        return map_rows(rows, x, self.chunk_size or default_chunk_rows(P, M))
+        return map_rows(rows, x, self.chunk_size or default_chunk_rows(P, M, x.dtype))
 
     def kl(self):
         """KL[q(u) || p(u)] summed over the layer's outputs (eq. dgp-kl)."""

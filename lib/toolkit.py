@@ -27,6 +27,42 @@ from flax import nnx
 
 
 # %% book/toolkit.md
+def set_lapack_threads(threads: int = 1) -> list[str]:
+    """Run the LAPACK that JAX calls on the CPU (scipy's own OpenBLAS) on `threads` threads.
+
+    Returns the paths of the libraries changed: [] when scipy has no BLAS of its own (then set
+    OPENBLAS_NUM_THREADS or MKL_NUM_THREADS before Python starts) or threadpoolctl is missing.
+    Called with 1 when lib.toolkit is imported, unless LIB_LAPACK_THREADS says otherwise.
+    """
+    if not isinstance(threads, (int, np.integer)) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    try:
+        import scipy
+        import scipy.linalg  # noqa: F401  (loads scipy's BLAS)
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return []
+    home = Path(scipy.__file__).resolve().parent
+    own = [c.filepath for c in ThreadpoolController().select(user_api="blas").lib_controllers
+           if home in Path(c.filepath).resolve().parents or Path(c.filepath).resolve().parent == home.with_name("scipy.libs")]
+    if own:
+        ThreadpoolController().select(filepath=own).limit(limits=int(threads))
+    return own
+
+
+def _lapack_threads_from_environment():
+    value = os.environ.get("LIB_LAPACK_THREADS", "1").strip()
+    if value == "keep":
+        return
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"LIB_LAPACK_THREADS must be a positive number of threads or 'keep', got {value!r}")
+    set_lapack_threads(int(value))
+
+
+_lapack_threads_from_environment()
+
+
+# %% book/toolkit.md
 def make_rngs(seed: int, **streams: int) -> nnx.Rngs:
     """Flax NNX random streams from one integer seed (Appendix B, "Seeds").
 
@@ -250,7 +286,8 @@ def fit(
     test), without a final checkpoint.
     mesh: data parallelism (see `data_mesh`): the state is replicated on the mesh's devices and every
     leaf of the batch split along its first axis. "auto": all devices when there are several and the
-    batch divides among them (else one device, with a warning); None: the default device.
+    batch divides among them (else one device, with a warning); None: the default device. A batch of
+    the same array objects as the previous step's (full-batch training) is placed once.
     """
     import warnings
 
@@ -280,7 +317,7 @@ def fit(
     if mesh is not None:
         everywhere = replicated(mesh)
         state, key = jax.device_put((state, key), everywhere)
-        feed, jitted = (lambda t: shard_batch(data(t), mesh)), jax.jit(step, out_shardings=(everywhere, everywhere))
+        feed, jitted = _placed_feed(data, mesh), jax.jit(step, out_shardings=(everywhere, everywhere))
     began = time.perf_counter()
     pending: list = []
     t = start
@@ -448,6 +485,22 @@ def shard_batch(batch, mesh: jax.sharding.Mesh):
         return jax.make_array_from_callback(np.shape(a), sharding, lambda index: np.asarray(a[index]))
 
     return jax.tree.map(place, batch)
+
+
+def _placed_feed(data: Callable[[int], Any], mesh: jax.sharding.Mesh) -> Callable[[int], Any]:
+    """data(t) placed on `mesh` by shard_batch; a batch made of the same array objects as the previous
+    step's (full-batch training) is placed once and reused. A data function that changes an array in
+    place between steps must return a new array instead."""
+    last: list = [None, None]
+
+    def feed(t: int):
+        batch = data(t)
+        leaves = jax.tree.leaves(batch)
+        if last[0] is None or len(leaves) != len(last[0]) or any(a is not b for a, b in zip(leaves, last[0])):
+            last[:] = [leaves, shard_batch(batch, mesh)]
+        return last[1]
+
+    return feed
 
 
 def _resolve_mesh(mesh, first_batch: Callable):
@@ -833,6 +886,7 @@ __all__ = [
     'run_mnist_softmax',
     'run_unit',
     'save_checkpoint',
+    'set_lapack_threads',
     'shard_batch',
     'softmax_loss',
     'step_key',

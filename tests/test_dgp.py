@@ -58,7 +58,7 @@ def test_marginals_and_kl_match_dense_formulas(rng):
     Kzz, Kzx, Kxx = K[:M, :M], K[:M, M:], K[M:, M:]
     q_mu, q_sqrt = rng.normal(size=(M, P)), np.tril(rng.normal(size=(P, M, M)))
     L = np.linalg.cholesky(Kzz)
-    mean, var = G.conditional_marginals(jnp.asarray(L), jnp.asarray(Kzx), jnp.asarray(np.diag(Kxx)),
+    mean, var = G.conditional_marginals(jnp.asarray(L), jnp.asarray(Kzx.T), jnp.asarray(np.diag(Kxx)),
                                         jnp.asarray(q_mu), jnp.asarray(q_sqrt), whiten=False)
     alpha = np.linalg.solve(Kzz, Kzx)
     kl = 0.0
@@ -241,8 +241,8 @@ def test_quadratic_forms_and_their_gradient(rng, per_output):
     P, M, N = 3, 5, 7
     Bh = rng.normal(size=(P, M, M))
     B = jnp.asarray(Bh + np.swapaxes(Bh, 1, 2))  # symmetric, indefinite like S - K
-    A = jnp.asarray(rng.normal(size=(P, M, N) if per_output else (M, N)))
-    plain = "pmn,pmk,pkn->np" if per_output else "mn,pmk,kn->np"
+    A = jnp.asarray(rng.normal(size=(P, N, M) if per_output else (N, M)))
+    plain = "pnm,pmk,pnk->np" if per_output else "nm,pmk,nk->np"
     dense = np.einsum(plain, A, B, A)
     assert np.allclose(G.quadratic_forms(B, A), dense)
     w = jnp.asarray(rng.normal(size=(N, P)))
@@ -251,9 +251,9 @@ def test_quadratic_forms_and_their_gradient(rng, per_output):
     for a, b in zip(ours, auto):
         assert np.allclose(a, b, atol=1e-12)
     e = np.zeros(A.shape)
-    e[..., 2, 4] = 1e-6
+    e[..., 4, 2] = 1e-6
     fd = (jnp.sum(w * G.quadratic_forms(B, A + e)) - jnp.sum(w * G.quadratic_forms(B, A - e))) / 2e-6
-    assert abs(float(fd) - float(jnp.sum(ours[1][..., 2, 4]))) < 1e-6
+    assert abs(float(fd) - float(jnp.sum(ours[1][..., 4, 2]))) < 1e-6
 
 
 def test_map_rows_pads_and_drops(rng):

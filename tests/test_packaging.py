@@ -70,6 +70,6 @@ def test_floor_constraints_are_the_declared_lower_bounds():
             declared[m.group(1)] = m.group(2)
     pins = dict(line.split("==") for line in (ROOT / "tests" / "floor-constraints.txt").read_text().split("\n")
                 if line and not line.startswith("#"))
-    for name in ("jax", "flax", "orbax-checkpoint"):
+    for name in ("jax", "flax", "orbax-checkpoint", "threadpoolctl"):
         assert pins[name] == declared[name], name
     assert pins["jaxlib"] == pins["jax"]

@@ -1,8 +1,10 @@
 """lib.toolkit: input checks, presets, the training loop (NaN stop, resume), NNX steps, experiments."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -288,6 +290,16 @@ with warnings.catch_warnings(record=True) as caught:
 worst["auto_fallback_warned"] = sum("do not divide among 4 devices" in str(w.message) for w in caught)
 worst["auto_devices"] = [len(odd.state.sharding.device_set), len(even.state.sharding.device_set)]
 worst["auto_sums"] = [float(odd.state), float(even.state)]
+# full-batch training: a batch of the same arrays every step is placed on the devices once
+import lib.toolkit as T
+placed = []
+T.shard_batch = lambda batch, mesh, _place=T.shard_batch: placed.append(1) or _place(batch, mesh)
+whole = np.arange(8.0)
+same = fit(count, jnp.zeros(()), lambda t: whole, 5, key=jax.random.key(0), progress=False, log_every=1)
+worst["placements_same"] = len(placed)
+fresh = fit(count, jnp.zeros(()), lambda t: whole + 0.0, 5, key=jax.random.key(0), progress=False, log_every=1)
+worst["placements_fresh"] = len(placed) - worst["placements_same"]
+worst["full_batch_sums"] = [float(same.state), float(fresh.state)]
 print(worst)
 import json; print("RESULT", json.dumps(worst))
 """
@@ -303,6 +315,8 @@ def test_data_parallel_training_matches_one_device(root):
     assert worst["darn_loss"] < 1e-4 and worst["darn_params"] < 1e-4, worst  # float32
     assert worst["auto_fallback_warned"] == 1 and worst["auto_devices"] == [1, 4], worst
     assert worst["auto_sums"] == [12.0, 16.0], worst
+    assert worst["placements_same"] == 1 and worst["placements_fresh"] == 5, worst
+    assert worst["full_batch_sums"] == [140.0, 140.0], worst
 
 
 def test_shard_batch_refuses_a_batch_the_devices_do_not_divide():
@@ -421,3 +435,42 @@ def test_killed_experiment_resumes_to_the_same_parameters(tmp_path, root, data_d
     assert uninterrupted["resumed"] is None
     assert resumed["rows"] == uninterrupted["rows"]  # every row, with the parameters' digest, bit for bit
     assert len({row["params_sha256"] for row in resumed["rows"]}) == 10
+
+
+# ---------------------------------------------------------------- threads of the CPU's LAPACK
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
+def test_importing_the_toolkit_runs_scipys_lapack_on_one_thread():
+    import scipy
+
+    before = _blas_threads()
+    changed = T.set_lapack_threads(2)
+    assert changed, f"scipy's own BLAS was not found among {list(before)}"
+    assert all(Path(scipy.__file__).parent.name in p or "scipy.libs" in p for p in changed)
+    assert all(_blas_threads()[p] == min(2, os.cpu_count()) for p in changed)
+    others = {p: n for p, n in before.items() if p not in changed}
+    assert T.set_lapack_threads(1) == changed
+    after = _blas_threads()
+    assert all(after[p] == 1 for p in changed)
+    assert {p: after[p] for p in others} == others  # numpy's BLAS is left alone
+    with pytest.raises(ValueError, match="positive integer"):
+        T.set_lapack_threads(0)
+
+
+def test_lapack_threads_follow_the_environment(root):
+    code = ("import lib.toolkit, scipy.linalg\nfrom threadpoolctl import threadpool_info\n"
+            "print([i['num_threads'] for i in threadpool_info() if 'scipy.libs' in i['filepath']])")
+    for value, expected in (("1", "[1]"), ("keep", f"[{os.cpu_count()}]")):
+        env = dict(os.environ, LIB_LAPACK_THREADS=value)
+        env.pop("OPENBLAS_NUM_THREADS", None)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == expected, (value, out.stdout)
+    env = dict(os.environ, LIB_LAPACK_THREADS="none")
+    out = subprocess.run([sys.executable, "-c", "import lib.toolkit"], capture_output=True, text=True, cwd=root, env=env)
+    assert out.returncode != 0 and "LIB_LAPACK_THREADS must be" in out.stderr
