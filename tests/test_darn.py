@@ -311,10 +311,19 @@ def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch)
         assert -300 < r["test_log_prob"] < -60  # nats per binarised MNIST digit, however briefly trained
     assert rows[("DARN", 3)]["test_bound"] > -rows[("DARN", 3)]["test_log_prob"]
     rec = run_experiment("darn-uci", "book", {"datasets": ["mushrooms"], "epochs": 4, "eval_epochs": 2,
-                                              "components": [2], "darn_hidden": [4], "darn_deterministic": [10],
-                                              "nade_hidden": 10}, results_dir=tmp_path)
+                                              "components": [2, 3], "darn_hidden": [4, 20], "darn_deterministic": [10],
+                                              "nade_hidden": [10], "learning_rates": [1e-3, 3e-3],
+                                              "is_samples": 10, "is_repeats": 2}, results_dir=tmp_path)
     assert [r["model"] for r in rec["rows"]] == ["MoB", "FVSBN", "NADE", "DARN"]
     assert all(np.isfinite(r["test_log_prob"]) and r["test_log_prob"] < 0 for r in rec["rows"])
+    mob, fvsbn, nade, darn = rec["rows"]
+    assert [len(r["grid"]) for r in rec["rows"]] == [2, 2, 2, 4]
+    for r in (mob, fvsbn, nade):  # the kept setting is the grid's best on validation log p
+        assert r["valid_log_prob"] == max(g["valid_log_prob"] for g in r["grid"])
+    assert darn["valid_bound"] == min(g["valid_bound"] for g in darn["grid"])
+    # the selected DARN, trained again to evaluate it, is the same model (deterministic for a seed)
+    assert darn["valid_bound_retrained"] == darn["valid_bound"]
+    assert darn["method"] == ("exact" if darn["n_hidden"] <= 16 else "importance, S=10, 2 repeats")
 
 
 @pytest.mark.parametrize("stop_at", [250, 300])  # between validations (fit's checkpoints), at a validation
