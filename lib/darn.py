@@ -637,11 +637,27 @@ class NADE(nnx.Module):
         self.b = nnx.Param(jnp.zeros((n_visible,), dtype))
         self.c = nnx.Param(jnp.zeros((n_hidden,), dtype))
 
-    def logits(self, x):
-        """All D conditional logits of x (..., D) at once: the running sum over pixels is a cumsum."""
-        contrib = x[..., :, None] * self.W[...]  # (..., D, H)
-        pre = self.c[...] + jnp.cumsum(contrib, -2) - contrib  # exclusive: pixels before j only
-        return jnp.sum(jax.nn.sigmoid(pre) * self.V[...], -1) + self.b[...]
+    def logits(self, x, *, block: int = 8):
+        """All D conditional logits of x (..., D): the running sum over the pixels, `block` pixels at a time."""
+        if not (isinstance(block, int) and block >= 1):
+            raise ValueError(f"block must be a positive integer, got {block!r}")
+        W, V = self.W[...], self.V[...]
+        D, H = W.shape
+        n = -(-D // block)
+        pad = n * block - D  # zero pixels and weights at the end change no logit
+        xb = jnp.moveaxis(jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]).reshape(*x.shape[:-1], n, block), -2, 0)
+        Wb, Vb = (jnp.pad(a, ((0, pad), (0, 0))).reshape(n, block, H) for a in (W, V))
+        strict = jnp.tril(jnp.ones((block, block), W.dtype), -1)  # pixel j of a block sees pixels i < j of it
+
+        @jax.checkpoint  # recompute a block's (..., block, H) activations in the backward pass, not store them
+        def one_block(total, inputs):  # total: c + the sum of x_i W_i over the pixels of the earlier blocks
+            xk, Wk, Vk = inputs
+            pre = total[..., None, :] + jnp.einsum("ji,...i,ih->...jh", strict, xk, Wk)
+            return total + xk @ Wk, jnp.sum(jax.nn.sigmoid(pre) * Vk, -1)
+
+        start = jnp.broadcast_to(self.c[...], (*x.shape[:-1], H)).astype(W.dtype)
+        _, out = jax.lax.scan(one_block, start, (xb.astype(W.dtype), Wb, Vb))
+        return jnp.moveaxis(out, 0, -2).reshape(*x.shape[:-1], n * block)[..., :D] + self.b[...]
 
     def log_prob(self, x):
         return bernoulli_log_prob(x, self.logits(x))
