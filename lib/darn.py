@@ -776,20 +776,20 @@ def run_darn_uci(config: dict) -> list:
             return init_visible_bias(DARN(D, nh, nd, autoregressive_visible=True, rngs=nnx.Rngs(config["seed"])),
                                      data.train)
 
-        def train_selected_darn(setting, checkpoint_dir):
+        def train_darn_setting(setting, checkpoint_dir):
             return train_darn(make_darn(setting["n_hidden"], setting["n_deterministic"]), data.train,
                               x_valid=data.valid, valid_samples=config["valid_samples"], checkpoint_dir=checkpoint_dir,
                               **train_args(setting["learning_rate"]))
 
         def darn_unit(setting, checkpoint_dir):
             began = time.perf_counter()
-            model, hist = train_selected_darn(setting, checkpoint_dir)
+            model, hist = train_darn_setting(setting, checkpoint_dir)
             return {**setting, **epochs(hist), "valid_bound": float(np.min(hist["valid"])),
                     "test_bound": mean_description_length(model, x_test, jax.random.key(1), num_samples=10),
                     "train_seconds": round(time.perf_counter() - began, 1)}
 
         def darn_test_unit(setting, checkpoint_dir):
-            model, hist = train_selected_darn(setting, checkpoint_dir)
+            model, hist = train_darn_setting(setting, checkpoint_dir)
             out = {"valid_bound_retrained": float(np.min(hist["valid"]))}
             if setting["n_hidden"] <= 16:
                 return {**out, "test_log_prob": float(jnp.mean(exact_log_prob(model, x_test))), "method": "exact"}
