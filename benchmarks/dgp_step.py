@@ -108,6 +108,9 @@ def main(argv=None):
     parser.add_argument("--out", help="results file (default: results/benchmarks/dgp-step.json)")
     args = parser.parse_args(argv)
     rounds = 1 if args.quick else args.rounds
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # before the first float64 matrix-product rate
 
     x, y = data()
     cfgs = configs(args.quick)

@@ -5,6 +5,7 @@
 # %% book/dgp.md
 from __future__ import annotations
 
+import functools
 import math
 from functools import partial
 from typing import NamedTuple, Sequence
@@ -13,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.custom_derivatives import SymbolicZero
 from jax.scipy.linalg import solve_triangular
 
 from lib.toolkit import check_array
@@ -57,16 +59,17 @@ def _quadratic_forms_bwd(residuals, g):
 quadratic_forms.defvjp(_quadratic_forms_fwd, _quadratic_forms_bwd)
 
 
-def marginal_operators(Kzz_chol, q_sqrt, whiten: bool):
+def marginal_operators(Kzz_chol, q_sqrt, whiten: bool, Kzz_chol_inv=None):
     """T and B (P, M, M) of eq. dgp-quadform: alpha = T k(Z, x), var_p = k(x, x) + alpha^T B_p alpha.
 
     Kzz_chol: lower Cholesky factor of K_ZZ, (M, M) shared by the outputs or (P, M, M) one per
     output; T has the same shape. q_sqrt (P, M, M): lower triangular factors R_p of the inducing
-    covariances (of u, or of v when whitened).
+    covariances (of u, or of v when whitened). Kzz_chol_inv: L^{-1} if already known (a layer
+    gets it from `cholesky_factors`), else computed here by a triangular solve.
     """
     M = Kzz_chol.shape[-1]
     eye = jnp.broadcast_to(jnp.eye(M, dtype=Kzz_chol.dtype), Kzz_chol.shape)
-    Linv = solve_triangular(Kzz_chol, eye, lower=True)  # O(M^3), once
+    Linv = solve_triangular(Kzz_chol, eye, lower=True) if Kzz_chol_inv is None else Kzz_chol_inv  # O(M^3), once
     R = jnp.tril(q_sqrt)
     S = R @ jnp.swapaxes(R, -1, -2)
     if whiten:
@@ -99,25 +102,29 @@ def conditional_marginals(Kzz_chol, Kxz, kxx_diag, q_mu, q_sqrt, whiten: bool):
 
 
 # %% book/dgp.md
-def gauss_kl(q_mu, q_sqrt, Kzz_chol=None):
+def gauss_kl(q_mu, q_sqrt, Kzz_chol=None, Kzz_chol_inv=None):
     """Sum over outputs of KL[N(q_mu[:, p], R_p R_p^T) || N(0, K)] (eq. dgp-kl).
 
     q_mu (M, P); q_sqrt (P, M, M) lower triangular; Kzz_chol (M, M) or (P, M, M) lower Cholesky
-    factor of K, or None for K = I (whitened).
+    factor of K, or None for K = I (whitened). Kzz_chol_inv: L^{-1} if known; L^{-1} R is then a
+    product instead of a triangular solve.
     """
     M, P = q_mu.shape
     R = jnp.tril(q_sqrt)
     logdet_S = 2.0 * jnp.sum(jnp.log(jnp.abs(jnp.diagonal(R, axis1=1, axis2=2))))
+
+    def solve(rhs):  # L^{-1} rhs
+        return solve_triangular(Kzz_chol, rhs, lower=True) if Kzz_chol_inv is None else Kzz_chol_inv @ rhs
+
     if Kzz_chol is None:
         trace_plus_maha = jnp.sum(R**2) + jnp.sum(q_mu**2)
         logdet_K = 0.0
     elif Kzz_chol.ndim == 2:  # shared by the outputs: one solve with all P M + P right-hand sides
         rhs = jnp.concatenate([jnp.swapaxes(R, 0, 1).reshape(M, P * M), q_mu], 1)
-        trace_plus_maha = jnp.sum(solve_triangular(Kzz_chol, rhs, lower=True) ** 2)
+        trace_plus_maha = jnp.sum(solve(rhs) ** 2)
         logdet_K = P * 2.0 * jnp.sum(jnp.log(jnp.diagonal(Kzz_chol)))
     else:  # (P, M, M), one factor per output: a batched solve (single-threaded per batch in jax 0.12)
-        trace_plus_maha = (jnp.sum(solve_triangular(Kzz_chol, R, lower=True) ** 2)
-                           + jnp.sum(solve_triangular(Kzz_chol, q_mu.T[:, :, None], lower=True) ** 2))
+        trace_plus_maha = jnp.sum(solve(R) ** 2) + jnp.sum(solve(q_mu.T[:, :, None]) ** 2)
         logdet_K = 2.0 * jnp.sum(jnp.log(jnp.diagonal(Kzz_chol, axis1=1, axis2=2)))
     return 0.5 * (trace_plus_maha - M * P + logdet_K - logdet_S)
 
@@ -208,6 +215,45 @@ def safe_cholesky(K, jitter: float, retries: int = 3):
     return L
 
 
+def _phi(X):
+    """Lower triangle of X with the diagonal halved (batched over leading axes)."""
+    M = X.shape[-1]
+    return jnp.tril(X) * jnp.where(jnp.eye(M, dtype=bool), 0.5, 1.0).astype(X.dtype)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def cholesky_factors(K, jitter: float, retries: int = 3):
+    """(L, L^{-1}) for K + jitter I (M, M) or a batch (P, M, M), with the retries of safe_cholesky.
+
+    The backward pass is eq. dgp-chol-grad: products only, no triangular solve, and no retry in it
+    (the jitter is a constant; the gradient is that of the factorised matrix).
+    """
+    L = safe_cholesky(K, jitter, retries)
+    eye = jnp.broadcast_to(jnp.eye(K.shape[-1], dtype=K.dtype), K.shape)
+    return L, solve_triangular(L, eye, lower=True)
+
+
+def _cholesky_factors_fwd(K, jitter, retries):
+    L, W = cholesky_factors(K.value, jitter, retries)
+    return (L, W), (L, W)
+
+
+def _cholesky_factors_bwd(jitter, retries, residuals, cotangents):
+    L, W = residuals
+    L_bar, W_bar = cotangents
+    t = lambda X: jnp.swapaxes(X, -1, -2)
+    inner = jnp.zeros_like(L)  # L^T L_bar - W_bar W^T, without products of zeros
+    if not isinstance(L_bar, SymbolicZero):
+        inner = inner + t(L) @ L_bar
+    if not isinstance(W_bar, SymbolicZero):
+        inner = inner - W_bar @ t(W)
+    K_bar = t(W) @ _phi(inner) @ W
+    return (0.5 * (K_bar + t(K_bar)),)
+
+
+cholesky_factors.defvjp(_cholesky_factors_fwd, _cholesky_factors_bwd, symbolic_zeros=True)
+
+
 def map_rows(fn, x, rows: int):
     """fn applied to x (N, D) in chunks of at most `rows` rows, each under jax.checkpoint; outputs joined.
 
@@ -283,10 +329,17 @@ class SVGPLayer(nnx.Module):
             R = q_sqrt_scale * self._chol()
         self.q_sqrt = nnx.Param(jnp.tile(R, (num_outputs, 1, 1)) if R.ndim == 2 else R)
 
-    def _chol(self):
+    def _kzz(self):
         Z = self.Z[...]
-        Kzz = self.kernel(Z, Z) + self.noise_variance * jnp.eye(Z.shape[-2], dtype=Z.dtype)
-        return safe_cholesky(Kzz, self.jitter)
+        return self.kernel(Z, Z) + self.noise_variance * jnp.eye(Z.shape[-2], dtype=Z.dtype)
+
+    def _chol(self):
+        """Lower Cholesky factor of K_ZZ (+ noise and jitter)."""
+        return safe_cholesky(self._kzz(), self.jitter)
+
+    def _factors(self):
+        """L and L^{-1} of K_ZZ, differentiated by eq. dgp-chol-grad."""
+        return cholesky_factors(self._kzz(), self.jitter)
 
     def mean_function(self, x):
         return jnp.zeros(x.shape[:-1] + (self.num_outputs,), x.dtype) if self.mean_W is None else x @ self.mean_W[...]
@@ -294,7 +347,8 @@ class SVGPLayer(nnx.Module):
     def __call__(self, x):
         """Marginals of q(f(x)): mean (N, P) and variance (N, P) for inputs x (N, D_in) (eq. dgp-marginals)."""
         Z, q_mu = self.Z[...], self.q_mu[...]
-        T, B = marginal_operators(self._chol(), self.q_sqrt[...], self.whiten)
+        L, Linv = self._factors()
+        T, B = marginal_operators(L, self.q_sqrt[...], self.whiten, Linv)
         # so that alpha = T k(Z, x) with the kernel's correlation
         T = self.kernel.variance * T if T.ndim == 2 else self.kernel.variance[:, None, None] * T
 
@@ -308,7 +362,9 @@ class SVGPLayer(nnx.Module):
 
     def kl(self):
         """KL[q(u) || p(u)] summed over the layer's outputs (eq. dgp-kl)."""
-        return gauss_kl(self.q_mu[...], self.q_sqrt[...], None if self.whiten else self._chol())
+        if self.whiten:
+            return gauss_kl(self.q_mu[...], self.q_sqrt[...])
+        return gauss_kl(self.q_mu[...], self.q_sqrt[...], *self._factors())
 
 
 # %% book/dgp.md
@@ -608,6 +664,28 @@ class Standardizer(NamedTuple):
         return (np.asarray(y, np.float64).reshape(len(y), -1) - self.y_mean) / self.y_std
 
 
+@functools.cache
+def _compiles_with(options: tuple) -> bool:
+    try:
+        jax.block_until_ready(jax.jit(lambda a: a + 1, compiler_options=dict(options))(jnp.zeros(2)))
+        return True
+    except Exception:  # an option this jax does not know
+        return False
+
+
+def step_compiler_options(dtype) -> dict | None:
+    """XLA options for compiling a deep-GP step in `dtype` (Section 10).
+
+    On the CPU in float32: XLA's YNNPACK fusions off (`xla_cpu_experimental_ynn_fusion_type=""`),
+    measured faster there in every configuration of Section 10, and slower in float64. None
+    elsewhere, or where this jax does not know the option.
+    """
+    if jax.default_backend() != "cpu" or jnp.dtype(dtype) != jnp.float32:
+        return None
+    options = (("xla_cpu_experimental_ynn_fusion_type", ""),)
+    return dict(options) if _compiles_with(options) else None
+
+
 def train_dgp(model: DeepGP, x, y, *, steps: int, batch_size: int | None = 10_000, learning_rate: float = 0.01,
               num_samples: int = 1, seed: int = 0, log_every: int = 100, progress: bool = True,
               checkpoint_dir=None, checkpoint_every: int = 1000, stream: bool = False, mesh="auto"):
@@ -642,7 +720,8 @@ def train_dgp(model: DeepGP, x, y, *, steps: int, batch_size: int | None = 10_00
             "or lower the learning rate")
     result = fit(nnx_step(graphdef, tx, loss_fn), state, data, steps, key=key, log_every=log_every,
                  progress=progress, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                 desc=f"DGP {len(model.layers)}", hint=hint, mesh=mesh)
+                 desc=f"DGP {len(model.layers)}", hint=hint, mesh=mesh,
+                 compiler_options=step_compiler_options(x.dtype))
     return nnx_model(graphdef, result.state), result.history
 
 
@@ -731,16 +810,18 @@ def run_dgp_uci(config: dict) -> list:
 
 # %% book/dgp.md
 def gradient_step(model: DeepGP, x, y, *, num_samples: int = 1):
-    """One Adam step on the bound of the batch x, y, jitted: (step, state, batch, key) with
-    step(state, batch, key) -> (state, metrics) (Section 10)."""
+    """One Adam step on the bound of the batch x, y, compiled as `train_dgp` compiles it (a
+    `FlatStep` with `step_compiler_options`): (step, leaves, batch, key) with
+    step(leaves, batch, key) -> (leaves, metrics) (Section 10)."""
     import optax
 
-    from lib.toolkit import nnx_step, nnx_train_state
+    from lib.toolkit import FlatStep, nnx_step, nnx_train_state
 
     tx = optax.adam(0.01)
     graphdef, state = nnx_train_state(model, tx)
-    step = jax.jit(nnx_step(graphdef, tx, lambda m, b, k: (-m.elbo(b[0], b[1], k, num_samples), {})))
-    return step, state, (jnp.asarray(x), jnp.asarray(y)), jax.random.key(0)
+    step = FlatStep(nnx_step(graphdef, tx, lambda m, b, k: (-m.elbo(b[0], b[1], k, num_samples), {})), state,
+                    compiler_options=step_compiler_options(jnp.asarray(x).dtype))
+    return step, step.flatten(state), (jnp.asarray(x), jnp.asarray(y)), jax.random.key(0)
 
 
 def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: int = 1) -> float:
@@ -772,7 +853,7 @@ def gradient_step_flops(model: DeepGP, x, y, *, num_samples: int = 1) -> float:
         for layer in model.layers:
             layer.chunk_size = x.shape[0]
         step, state, batch, key = gradient_step(model, x, y, num_samples=num_samples)
-        cost = step.lower(state, batch, key).compile().cost_analysis()
+        cost = step.jitted.lower(state, batch, key).compile().cost_analysis()
     finally:
         for layer, rows in zip(model.layers, chunks):
             layer.chunk_size = rows
@@ -874,6 +955,7 @@ __all__ = [
     'Standardizer',
     'UCI_MODELS',
     'build_dgp',
+    'cholesky_factors',
     'conditional_marginals',
     'default_chunk_rows',
     'evaluate_classifier',
@@ -897,6 +979,7 @@ __all__ = [
     'run_uci_model',
     'safe_cholesky',
     'softplus_inverse',
+    'step_compiler_options',
     'time_gradient_step',
     'train_dgp',
 ]

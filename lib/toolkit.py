@@ -257,6 +257,37 @@ def note_restored(checkpoint_dir, step: int) -> None:
 
 
 # %% book/toolkit.md
+class FlatStep:
+    """`step(state, batch, key) -> (state, metrics)` jitted over the list of the state's leaves.
+
+    Call it as `leaves, metrics = flat(leaves, batch, key)`, with `leaves = flat.flatten(state)`;
+    `flat.unflatten(leaves)` rebuilds the state. jit_options go to `jax.jit` (e.g.
+    `compiler_options`, `out_shardings`, which then apply to the list). The step must return a
+    state of the same structure as it was given.
+    """
+
+    def __init__(self, step: Callable, state, **jit_options):
+        self.treedef = jax.tree.structure(state)
+
+        def flat_step(leaves, batch, key):
+            new, metrics = step(jax.tree.unflatten(self.treedef, leaves), batch, key)
+            new_leaves, treedef = jax.tree.flatten(new)
+            if treedef != self.treedef:
+                raise ValueError(f"the step changed the structure of the state:\n{self.treedef}\nbecame\n{treedef}")
+            return new_leaves, metrics
+
+        self.jitted = jax.jit(flat_step, **{k: v for k, v in jit_options.items() if v is not None})
+
+    def flatten(self, state) -> list:
+        return jax.tree.leaves(state)
+
+    def unflatten(self, leaves):
+        return jax.tree.unflatten(self.treedef, leaves)
+
+    def __call__(self, leaves, batch, key):
+        return self.jitted(leaves, batch, key)
+
+
 def fit(
     step: Callable,
     state,
@@ -273,6 +304,7 @@ def fit(
     stop_after: int | None = None,
     hint: str = "lower the learning rate, or check the data and the initialisation",
     mesh: jax.sharding.Mesh | str | None = "auto",
+    compiler_options: dict | None = None,
 ) -> FitResult:
     """Run `num_steps` of `state, metrics = step(state, data(t), fold_in(key, t))` (Appendix B).
 
@@ -288,6 +320,8 @@ def fit(
     leaf of the batch split along its first axis. "auto": all devices when there are several and the
     batch divides among them (else one device, with a warning); None: the default device. A batch of
     the same array objects as the previous step's (full-batch training) is placed once.
+    compiler_options: XLA options for compiling the step (`jax.jit(..., compiler_options=)`).
+    The step runs over the state's leaves (`FlatStep`).
     """
     import warnings
 
@@ -312,12 +346,14 @@ def fit(
                 start, state, extra = restored
                 history = {k: list(v) for k, v in extra.get("history", {}).items()}
                 note_restored(checkpoint_dir, start)
-    feed, jitted = data, jax.jit(step)
+    feed, jit_options = data, {"compiler_options": compiler_options}
     mesh = _resolve_mesh(mesh, lambda: data(start) if start < end else None)
     if mesh is not None:
         everywhere = replicated(mesh)
         state, key = jax.device_put((state, key), everywhere)
-        feed, jitted = _placed_feed(data, mesh), jax.jit(step, out_shardings=(everywhere, everywhere))
+        feed, jit_options["out_shardings"] = _placed_feed(data, mesh), (everywhere, everywhere)
+    jitted = FlatStep(step, state, **jit_options)
+    leaves = jitted.flatten(state)
     began = time.perf_counter()
     pending: list = []
     t = start
@@ -338,7 +374,7 @@ def fit(
     bar_options = {} if progress else {"disable": True}
     with tqdm(total=num_steps, initial=start, desc=desc, dynamic_ncols=True, **bar_options) as bar:
         while t < end:
-            state, metrics = jitted(state, feed(t), step_key(key, t))
+            leaves, metrics = jitted(leaves, feed(t), step_key(key, t))
             pending.append((t, metrics))
             t += 1
             if t % log_every == 0 or t == end:
@@ -346,8 +382,8 @@ def fit(
                 bar.update(t - bar.n)
                 bar.set_postfix({k: f"{float(v):.4g}" for k, v in last.items()}, refresh=False)
                 if checkpoint_dir is not None and (t % checkpoint_every == 0 or t == num_steps):
-                    save_checkpoint(checkpoint_dir, t, state, {"history": history})
-    jax.block_until_ready(state)
+                    save_checkpoint(checkpoint_dir, t, jitted.unflatten(leaves), {"history": history})
+    state = jax.block_until_ready(jitted.unflatten(leaves))
     return FitResult(state, {k: np.asarray(v) for k, v in history.items()}, start, time.perf_counter() - began)
 
 
@@ -857,6 +893,7 @@ __all__ = [
     'EXPERIMENTS',
     'Experiment',
     'FitResult',
+    'FlatStep',
     'NonFiniteError',
     'PRESETS',
     'PRESET_ENV',

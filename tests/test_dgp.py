@@ -192,6 +192,51 @@ def test_safe_cholesky_recovers_with_more_jitter():
     assert not bool(jnp.any(jnp.isnan(L))) and np.allclose(L @ L.T, K, atol=1e-6)
 
 
+@pytest.mark.parametrize("batch", [(), (3,)])
+@pytest.mark.parametrize("uses", ["both", "L only", "inverse only"])
+def test_cholesky_factors_gradient_matches_autodiff_and_finite_differences(rng, batch, uses):
+    """eq. dgp-chol-grad against differentiating safe_cholesky and the triangular solve, and
+    against central differences; "L only" / "inverse only" leave the other cotangent a symbolic zero."""
+    from jax.scipy.linalg import solve_triangular
+
+    X = jnp.asarray(rng.normal(size=batch + (9, 6)))
+    c_L, c_W = (jnp.asarray(rng.normal(size=batch + (6, 6))) for _ in range(2))
+
+    def reference(K, jitter):
+        L = G.safe_cholesky(K, jitter)
+        return L, solve_triangular(L, jnp.broadcast_to(jnp.eye(6), K.shape), lower=True)
+
+    def loss(factors, X):
+        L, W = factors(jnp.swapaxes(X, -1, -2) @ X, 1e-8)
+        terms = {"both": (L, W), "L only": (L,), "inverse only": (W,)}[uses]
+        return sum(jnp.sum(jnp.sin(F) * c) for F, c in zip(terms, (c_L, c_W) if uses != "inverse only" else (c_W,)))
+
+    ours = jax.grad(lambda X: loss(G.cholesky_factors, X))(X)
+    auto = jax.grad(lambda X: loss(reference, X))(X)
+    np.testing.assert_allclose(ours, auto, rtol=1e-9, atol=1e-11)
+    direction = jnp.asarray(rng.normal(size=X.shape))
+    h = 1e-6
+    fd = (loss(G.cholesky_factors, X + h * direction) - loss(G.cholesky_factors, X - h * direction)) / (2 * h)
+    assert np.isclose(fd, jnp.sum(ours * direction), rtol=1e-6)
+    L, W = G.cholesky_factors(jnp.swapaxes(X, -1, -2) @ X, 1e-8)
+    np.testing.assert_allclose(W @ L, np.broadcast_to(np.eye(6), L.shape), atol=1e-10)
+
+
+def test_cholesky_factors_keep_the_retries_out_of_the_gradient():
+    """A matrix that needs more jitter: the factors are those of the jittered matrix, and the
+    gradient is that of the factorised matrix (the jitter is a constant)."""
+    K = jnp.ones((4, 4)) - 1e-9 * jnp.eye(4)
+    L, W = G.cholesky_factors(K, 1e-12, 12)
+    assert not bool(jnp.any(jnp.isnan(L))) and np.allclose(L @ L.T, K, atol=1e-6)
+    jittered = K + 1e-12 * 10.0**np.arange(13)[np.argmax([
+        not bool(jnp.any(jnp.isnan(jnp.linalg.cholesky(K + 1e-12 * 10.0**i * jnp.eye(4))))) for i in range(13)])] * jnp.eye(4)
+    np.testing.assert_allclose(L, jnp.linalg.cholesky(jittered), rtol=1e-12)
+    g = jax.grad(lambda K: jnp.sum(G.cholesky_factors(K, 1e-12, 12)[0] ** 3))(K)
+    added = jittered - K
+    g_ref = jax.grad(lambda K: jnp.sum(jnp.linalg.cholesky(K + added) ** 3))(K)
+    np.testing.assert_allclose(0.5 * (g_ref + g_ref.T), g, rtol=1e-6)
+
+
 def test_bad_inputs_are_reported(rng):
     x = rng.normal(size=(20, 3))
     y = rng.normal(size=(20, 1))

@@ -166,6 +166,27 @@ def test_nnx_step_matches_finite_differences():
     assert set(metrics) == {"loss", "accuracy", "grad_norm"}
 
 
+def test_flat_step_equals_the_step_on_the_pytree_and_checks_the_structure():
+    model = T.SoftmaxRegression(4, 3, rngs=T.make_rngs(0))
+    tx = optax.adam(1e-2)
+    graphdef, state = T.nnx_train_state(model, tx)
+    step = T.nnx_step(graphdef, tx, T.softmax_loss)
+    rng = np.random.default_rng(0)
+    batch = (jnp.asarray(rng.normal(size=(8, 4)), jnp.float32), jnp.asarray(rng.integers(0, 3, 8), jnp.int32))
+    flat = T.FlatStep(step, state)
+    leaves, tree_state = flat.flatten(state), state
+    for t in range(3):
+        leaves, m_flat = flat(leaves, batch, jax.random.key(t))
+        tree_state, m_tree = jax.jit(step)(tree_state, batch, jax.random.key(t))
+    assert jax.tree.structure(flat.unflatten(leaves)) == jax.tree.structure(state)
+    for a, b in zip(jax.tree.leaves(flat.unflatten(leaves)), jax.tree.leaves(tree_state)):
+        np.testing.assert_array_equal(a, b)
+    assert float(m_flat["loss"]) == float(m_tree["loss"])
+    changes = T.FlatStep(lambda s, b, k: ((s, s), {}), {"w": jnp.zeros(2)})
+    with pytest.raises(ValueError, match="the step changed the structure of the state"):
+        changes([jnp.zeros(2)], None, jax.random.key(0))
+
+
 # ---------------------------------------------------------------- experiments and results files
 
 def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
