@@ -323,6 +323,7 @@ def test_partition_uci_and_large_experiments_end_to_end(data_dir_set):
     chosen = next(r for r in rows if r["kind"] == "chosen")
     assert chosen["dataset"] == "dna" and chosen["test_ll_ais_low"] <= chosen["test_ll_ais"] <= chosen["test_ll_ais_high"]
     assert abs(chosen["test_ll_tracked"] - chosen["test_ll_ais"]) < 2.0     # a nearly independent model: both agree
+    assert len(chosen["swap_rate"]) == 9 and all(0.0 <= r <= 1.0 for r in chosen["swap_rate"])  # 10 temperatures
     rows = P.run_partition_large(dict(EXPERIMENTS["partition-large"].presets["book"], n_hidden=20, steps=200,
                                       eval_every=100, trace_every=50, **small_ais))
     final = next(r for r in rows if r["kind"] == "final")
