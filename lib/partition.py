@@ -688,8 +688,8 @@ def run_partition_uci(config: dict) -> list:
                     "valid_curve": [[r["step"] // per_epoch, r["valid_ll"]] for r in res.evals],
                     "train_seconds": round(time.perf_counter() - began, 1),
                     # acceptance of each neighbouring pair's swaps, averaged over the last evaluation's updates
-                    "swap_rate": np.round(res.history["swap_rate"][-config["eval_epochs"] * per_epoch:].mean(0),
-                                          3).tolist(),
+                    "swap_rate": [round(float(r), 3) for r in
+                                  res.history["swap_rate"][-config["eval_epochs"] * per_epoch:].mean(0)],
                     **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config)}
 
         candidates = [run_unit(f"{name} nh={n_hidden} eps0={lr0} alpha={alpha}", partial(unit, n_hidden, lr0, alpha))
