@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from scipy.special import erfc, erfcinv
 
 from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
 from lib.toolkit import experiment as _experiment
@@ -207,6 +208,31 @@ def pt_sweep(rbm: RBM, v, a, betas, key, gibbs_steps: int = 1):
     v, a, r0 = swap_pass(rbm, v, a, betas, k0, 0)
     v, a, r1 = swap_pass(rbm, v, a, betas, k1, 1)
     return v, a, jnp.mean(r0 + r1, -1)
+
+
+# %% book/partition.md
+def adapt_betas(betas, swap_rate, *, step: float = 0.5, min_rate: float = 0.01, max_rate: float = 0.99) -> jax.Array:
+    """Inverse temperatures moved towards equal swap rates (eq. pt-adapt).
+
+    betas (M,): strictly decreasing from 1 to 0; swap_rate (M-1,): the mean acceptance of each
+    neighbouring pair measured at these betas. Rates are clipped to [min_rate, max_rate] (a rate of
+    0 or 1 carries no length). step in (0, 1]: the fraction of the way to the equal-rate placement.
+    The ends stay at 1 and 0.
+    """
+    b = np.asarray(check_betas(betas), np.float64)
+    rate = np.asarray(swap_rate, np.float64)
+    if rate.shape != (b.size - 1,):
+        raise ValueError(f"swap_rate must have one rate per neighbouring pair, shape ({b.size - 1},), got {rate.shape}")
+    if not (np.isfinite(rate).all() and (rate >= 0).all() and (rate <= 1).all()):
+        raise ValueError(f"swap rates must lie in [0, 1], got {rate}")
+    if not 0 < step <= 1 or not 0 < min_rate < max_rate < 1:
+        raise ValueError(f"need 0 < step <= 1 and 0 < min_rate < max_rate < 1, got {step}, {min_rate}, {max_rate}")
+    length = 2.0 * erfcinv(np.clip(rate, min_rate, max_rate))
+    cumulative = np.concatenate([[0.0], np.cumsum(length)])
+    target = np.interp(np.linspace(0.0, cumulative[-1], b.size), cumulative, b)
+    new = (1.0 - step) * b + step * target
+    new[0], new[-1] = 1.0, 0.0
+    return check_betas(new)
 
 
 # %% book/partition.md
@@ -436,7 +462,8 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
                  betas=None, n_chains: int = 20, batch_size: int = 20, gibbs_steps: int = 1, track: bool = True,
                  eval_every: int = 1000, evaluate=None, x_valid=None, patience: int | None = None,
                  bias_var_scale: float = 1e-3, state: SMLState | None = None, start: int = 0,
-                 checkpoint_dir=None, checkpoint_every: int = 20_000) -> SMLResult:
+                 checkpoint_dir=None, checkpoint_every: int = 20_000, adapt: bool = False,
+                 adapt_step: float = 0.5) -> SMLResult:
     """Train `rbm` by SML with parallel tempering (M = len(betas) temperatures, n_chains each) and track log Z.
 
     Every `eval_every` updates: the tracked log Z and its sd are recorded; given x_valid, so is the
@@ -445,6 +472,8 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
     evaluations without a better validation likelihood and returns the best model (early stopping).
     checkpoint_dir: save everything (chains, tracker, parameters, history) there at the first evaluation
     `checkpoint_every` updates after the last save, and resume from the latest checkpoint found there.
+    adapt: after every evaluation, move the temperatures by `adapt_betas(..., step=adapt_step)` using
+    the swap rates since the previous one; each evaluation row then holds the betas of the next updates.
     """
     x_train = check_binary(x_train, "x_train", rbm.n_visible, jnp.uint8)
     if x_valid is not None:
@@ -470,6 +499,7 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
             t, seconds, evals, stopped = saved_at, extra["seconds"], extra["evals"], extra["stopped"]
             best_ll = -np.inf if extra["best_ll"] is None else extra["best_ll"]
             best_step, since_best = extra["best_step"], extra["since_best"]
+            betas = check_betas(extra["betas"]) if "betas" in extra else betas
             history = [extra["arrays"]]
             note_restored(checkpoint_dir, saved_at)
     while t < start + steps and not stopped:
@@ -492,6 +522,9 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
             row["valid_ll"] = float(-jnp.mean(model.free_energy(x_valid))) - row["log_z"]
         if evaluate is not None:
             row.update(evaluate(model, state, t))
+        if adapt:
+            betas = adapt_betas(betas, history[-1]["swap_rate"].mean(0), step=adapt_step)
+            row["betas"] = [round(float(b), 6) for b in np.asarray(betas)]
         evals.append(row)
         if patience is not None:
             if row["valid_ll"] > best_ll:
@@ -504,6 +537,7 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
             history = [{k: np.concatenate([h[k] for h in history]) for k in history[0]}]
             save_checkpoint(checkpoint_dir, t, {"state": state, "best": best_params},
                             {"seconds": seconds, "evals": evals, "stopped": stopped, "best_step": best_step,
+                             "betas": [float(b) for b in np.asarray(betas)],
                              "best_ll": best_ll if np.isfinite(best_ll) else None, "since_best": since_best},
                             arrays=history[0])
     history = {k: np.concatenate([h[k] for h in history]) for k in history[0]}
@@ -614,11 +648,11 @@ def _ais_test_ll(model: RBM, x, key, base_bias, config) -> dict:
     "partition-large", chapter="partition",
     book={"datasets": ["mnist"], "n_hidden": 500, "steps": 2000, "schedules": [[0.01, 1e3]], "eval_every": 1000,
           "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20, "batch_size": 20,
-          "trace_every": 100, "seed": 0},
+          "trace_every": 100, "adapt": False, "seed": 0},
     paper={"datasets": ["mnist", "caltech"], "n_hidden": 500, "steps": 200000,
            "schedules": [[0.01, 1e3], [0.01, 1e4], [0.01, 1e5], [0.001, 1e3], [0.001, 1e4], [0.001, 1e5]],
            "eval_every": 10000, "ais_counts": [1000, 10000, 10000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
-           "batch_size": 20, "trace_every": 500, "seed": 0},
+           "batch_size": 20, "trace_every": 500, "adapt": False, "seed": 0},
 )
 def run_partition_large(config: dict) -> list:
     """Sec. 4, 500 hidden units: tracked test likelihood along training against AIS at the end (MNIST, Caltech)."""
@@ -640,7 +674,8 @@ def run_partition_large(config: dict) -> list:
             res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["steps"], lr=lr0,
                                alpha=alpha, betas=linear_betas(config["n_temps"]), n_chains=config["n_chains"],
                                batch_size=config["batch_size"], eval_every=config["eval_every"], evaluate=evaluate,
-                               checkpoint_dir=checkpoint_dir)
+                               checkpoint_dir=checkpoint_dir,
+                               adapt=config.get("adapt", False))
             about = {"dataset": name, "lr0": lr0, "alpha": alpha}
             return ([{"kind": "eval", **about, **r} for r in res.evals]
                     + [{"kind": "trace", **about, **_trace_row(res.history, config["trace_every"])},
@@ -656,11 +691,11 @@ def run_partition_large(config: dict) -> list:
     "partition-uci", chapter="partition",
     book={"datasets": ["dna"], "n_hidden": [100], "schedules": [[0.01, 1e3]], "epochs": 50, "eval_epochs": 5,
           "patience": 5, "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
-          "batch_size": 20, "seed": 0},
+          "batch_size": 20, "adapt": False, "seed": 0},
     paper={"datasets": ["dna", "mushrooms", "nips"], "n_hidden": [100, 200, 500],
            "schedules": [[0.01, None], [0.001, None], [0.01, 1e3], [0.01, 1e4], [0.001, 1e3], [0.001, 1e4]],
            "epochs": 500, "eval_epochs": 5, "patience": 10, "ais_counts": [1000, 10000, 10000], "ais_runs": 100,
-           "n_temps": 10, "n_chains": 20, "batch_size": 20, "seed": 0},
+           "n_temps": 10, "n_chains": 20, "batch_size": 20, "adapt": False, "seed": 0},
 )
 def run_partition_uci(config: dict) -> list:
     """Table 1: early stopping on the tracked validation likelihood; tracked and AIS test likelihoods."""
@@ -679,7 +714,8 @@ def run_partition_uci(config: dict) -> list:
                                lr=lr0, alpha=alpha, betas=linear_betas(config["n_temps"]),
                                n_chains=config["n_chains"], batch_size=config["batch_size"],
                                eval_every=config["eval_epochs"] * per_epoch, x_valid=valid,
-                               patience=config["patience"], checkpoint_dir=checkpoint_dir)
+                               patience=config["patience"], checkpoint_dir=checkpoint_dir,
+                               adapt=config.get("adapt", False))
             at_best = next(r for r in res.evals if r["step"] == res.best_step)
             return {"kind": "candidate", "dataset": name, "n_hidden": n_hidden, "lr0": lr0, "alpha": alpha,
                     "best_epoch": res.best_step // per_epoch, "epochs_run": res.evals[-1]["step"] // per_epoch,
@@ -706,6 +742,7 @@ __all__ = [
     'SMLResult',
     'SMLState',
     'Tracker',
+    'adapt_betas',
     'ais_betas',
     'ais_log_z',
     'binary_codes',

@@ -235,20 +235,61 @@ def test_learning_rate_schedule():
     assert float(P.learning_rate(123456, 0.01, None)) == pytest.approx(0.01)
 
 
-def test_tracker_follows_exact_log_z_while_training_a_small_rbm():
+@pytest.mark.parametrize("adapt", [False, True])
+def test_tracker_follows_exact_log_z_while_training_a_small_rbm(adapt):
     """A 12-hidden RBM on 64 random binary 16-pixel patterns: the tracked log Z stays close to the
-    exact one while SML-PT changes it by several nats."""
+    exact one while SML-PT changes it by several nats; also when the temperatures move (adapt)."""
     rng = np.random.default_rng(0)
     protos = rng.random((4, 16)) < 0.5
     x = (protos[rng.integers(0, 4, 512)] ^ (rng.random((512, 16)) < 0.05)).astype(np.uint8)
     rbm = P.RBM(16, 12, rngs=nnx.Rngs(0), visible_bias=P.log_odds_of_mean(x))
     z0 = P.exact_log_z(rbm)
     res = P.train_sml_pt(rbm, x, jax.random.key(0), steps=3000, lr=0.02, alpha=1e3, eval_every=500,
-                         betas=P.linear_betas(6), n_chains=20,
+                         betas=P.linear_betas(6), n_chains=20, adapt=adapt,
                          evaluate=lambda model, state, t: {"exact": P.exact_log_z(model)})
     errors = [abs(r["log_z"] - r["exact"]) for r in res.evals]
     assert res.evals[-1]["exact"] - z0 > 3.0
     assert max(errors) < 0.5, errors
+    if adapt:  # the temperatures moved, and stayed valid
+        betas = [np.asarray(r["betas"]) for r in res.evals]
+        assert np.abs(betas[-1] - np.linspace(1, 0, 6)).max() > 0.02
+        for b in betas:
+            P.check_betas(b)
+    else:
+        assert "betas" not in res.evals[-1]
+
+
+def test_adapt_betas_equalises_rates_of_its_model_and_checks_input():
+    """eq. pt-adapt as the oracle: rates erfc(length / 2), with the length of an interval the integral
+    of a spread 1 + 40 beta^3 over it, become equal under repeated full steps (each step assumes the
+    spread constant on the old intervals, so it converges rather than lands); the ends stay put."""
+    from scipy.special import erfc
+
+    def rates(b):
+        F = lambda beta: beta + 10.0 * beta**4  # noqa: E731  (the integral of the spread)
+        b = np.asarray(b, np.float64)
+        return erfc((F(b[:-1]) - F(b[1:])) / 2)
+
+    b = P.linear_betas(8)
+    assert np.ptp(rates(b)) > 0.5
+    spreads = []
+    for _ in range(4):
+        b = P.adapt_betas(b, rates(b), step=1.0)
+        spreads.append(np.ptp(rates(b)))
+    assert spreads[-1] < 0.005 and all(a > b for a, b in zip(spreads, spreads[1:]))
+    assert float(b[0]) == 1.0 and float(b[-1]) == 0.0
+    # equal rates are already a fixed point; a half step moves half way
+    even = P.adapt_betas(b, np.full(7, 0.5), step=1.0)
+    np.testing.assert_allclose(P.adapt_betas(b, np.full(7, 0.5), step=1.0), even)
+    half = P.adapt_betas(P.linear_betas(8), rates(P.linear_betas(8)), step=0.5)
+    full = P.adapt_betas(P.linear_betas(8), rates(P.linear_betas(8)), step=1.0)
+    np.testing.assert_allclose(half, (np.asarray(full) + np.asarray(P.linear_betas(8))) / 2, atol=1e-6)
+    with pytest.raises(ValueError, match="one rate per neighbouring pair"):
+        P.adapt_betas(P.linear_betas(8), np.full(8, 0.5))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        P.adapt_betas(P.linear_betas(8), np.full(7, 1.5))
+    with pytest.raises(ValueError, match="step"):
+        P.adapt_betas(P.linear_betas(8), np.full(7, 0.5), step=0.0)
 
 
 def test_bad_input_is_refused():
