@@ -809,9 +809,10 @@ def run_dgp_uci(config: dict) -> list:
 
 
 # %% book/dgp.md
-def gradient_step(model: DeepGP, x, y, *, num_samples: int = 1):
+def gradient_step(model: DeepGP, x, y, *, num_samples: int = 1, compiler_options: dict | None | str = "default"):
     """One Adam step on the bound of the batch x, y, compiled as `train_dgp` compiles it (a
-    `FlatStep` with `step_compiler_options`): (step, leaves, batch, key) with
+    `FlatStep`; compiler_options "default": `step_compiler_options` of x's dtype, else the XLA
+    options given, None for none): (step, leaves, batch, key) with
     step(leaves, batch, key) -> (leaves, metrics) (Section 10)."""
     import optax
 
@@ -820,7 +821,8 @@ def gradient_step(model: DeepGP, x, y, *, num_samples: int = 1):
     tx = optax.adam(0.01)
     graphdef, state = nnx_train_state(model, tx)
     step = FlatStep(nnx_step(graphdef, tx, lambda m, b, k: (-m.elbo(b[0], b[1], k, num_samples), {})), state,
-                    compiler_options=step_compiler_options(jnp.asarray(x).dtype))
+                    compiler_options=step_compiler_options(jnp.asarray(x).dtype)
+                    if compiler_options == "default" else compiler_options)
     return step, step.flatten(state), (jnp.asarray(x), jnp.asarray(y)), jax.random.key(0)
 
 

@@ -675,7 +675,7 @@ def run_partition_large(config: dict) -> list:
                                alpha=alpha, betas=linear_betas(config["n_temps"]), n_chains=config["n_chains"],
                                batch_size=config["batch_size"], eval_every=config["eval_every"], evaluate=evaluate,
                                checkpoint_dir=checkpoint_dir,
-                               adapt=config.get("adapt", False))
+                               adapt=config["adapt"])
             about = {"dataset": name, "lr0": lr0, "alpha": alpha}
             return ([{"kind": "eval", **about, **r} for r in res.evals]
                     + [{"kind": "trace", **about, **_trace_row(res.history, config["trace_every"])},
@@ -715,7 +715,7 @@ def run_partition_uci(config: dict) -> list:
                                n_chains=config["n_chains"], batch_size=config["batch_size"],
                                eval_every=config["eval_epochs"] * per_epoch, x_valid=valid,
                                patience=config["patience"], checkpoint_dir=checkpoint_dir,
-                               adapt=config.get("adapt", False))
+                               adapt=config["adapt"])
             at_best = next(r for r in res.evals if r["step"] == res.best_step)
             return {"kind": "candidate", "dataset": name, "n_hidden": n_hidden, "lr0": lr0, "alpha": alpha,
                     "best_epoch": res.best_step // per_epoch, "epochs_run": res.evals[-1]["step"] // per_epoch,
