@@ -825,14 +825,18 @@ def run_darn_uci(config: dict) -> list:
     "darn-mnist", chapter="darn",
     book={"n_hidden": [9], "n_deterministic": 100, "steps": 2000, "eval_every": 1000, "learning_rate": 1e-3,
           "optimizer": "adam", "bound_samples": 10, "is_samples": 100, "is_repeats": 2, "seed": 0,
-          "mixture_components": [16], "patience": 5},
+          "mixture_components": [16], "patience": 5, "fdarn_hidden": [], "sparsity_target": 0.05,
+          "sparsity_weight": 1.0, "deep": []},
     paper={"n_hidden": [9, 10, 16], "n_deterministic": 100, "steps": 300_000, "eval_every": 10_000,
            "learning_rate": 1e-3, "optimizer": "adam", "bound_samples": 10, "is_samples": 1000, "is_repeats": 10,
-           "seed": 0, "mixture_components": [512, 1024, 65536], "patience": 10},
+           "seed": 0, "mixture_components": [512, 1024, 65536], "patience": 10, "fdarn_hidden": [400],
+           "sparsity_target": 0.05, "sparsity_weight": 1.0, "deep": [[12, 80, 400]]},
 )
 def run_darn_mnist(config: dict) -> list:
     """Binarised MNIST (Table 2): DARN with one stochastic layer, exact (n_h <= 16) or importance-sampled
-    test log p; and mixtures of Bernoullis with K = 2^n_h components (EM, early stopping)."""
+    test log p; mixtures of Bernoullis with K = 2^n_h components (EM, early stopping); fDARN (no tanh
+    layer, the sparsity penalty; weights read per sample, eq. 16's estimate); deep DARNs [layers, width,
+    tanh units] with skip connections (bound only, as in the paper)."""
     import time
 
     from lib.data import load_binarized_mnist
@@ -850,21 +854,23 @@ def run_darn_mnist(config: dict) -> list:
                 "test_log_prob": float(jnp.mean(mob.log_prob(data.test, batch=max(100, 2 ** 24 // K)))),
                 "method": "exact"}
 
-    def darn_unit(nh, checkpoint_dir):
-        nd = config["n_deterministic"] if nh <= 16 else max(config["n_deterministic"], 500)
-        model = init_visible_bias(DARN(784, nh, nd, rngs=nnx.Rngs(config["seed"])), data.train)
+    def trained_row(model, kind, checkpoint_dir, **train_kwargs):
         began = time.perf_counter()
         model, hist = train_darn(model, data.train, steps=config["steps"], learning_rate=config["learning_rate"],
                                  optimizer=config["optimizer"], x_valid=data.valid, eval_every=config["eval_every"],
                                  patience=config["patience"], seed=config["seed"], progress=False,
-                                 checkpoint_dir=checkpoint_dir)
-        row = {"model": "DARN", "n_hidden": nh, "n_deterministic": nd, "steps": config["steps"],
-               "best_step": int(hist["best_step"]),
+                                 checkpoint_dir=checkpoint_dir, **train_kwargs)
+        row = {"model": kind, "n_hidden": sum(model.sizes[1:]), "layers": len(model.sizes) - 1,
+               "n_deterministic": model.decoder[0].hidden.out_features if model.decoder[0].hidden else 0,
+               "steps": config["steps"], "best_step": int(hist["best_step"]),
                "train_seconds": round(time.perf_counter() - began, 1),
                "valid_curve": [[int(s), float(v)] for s, v in zip(hist["valid_step"], hist["valid"])],
                "test_bound": mean_description_length(model, data.test, jax.random.key(1),
                                                      num_samples=config["bound_samples"])}
-        if nh <= 16:
+        return model, row
+
+    def add_log_prob(model, row):
+        if row["n_hidden"] <= 16:
             row.update(test_log_prob=float(jnp.mean(exact_log_prob(model, data.test))), method="exact")
         else:
             est = importance_estimate(model, data.test, jax.random.key(2), num_samples=config["is_samples"],
@@ -872,8 +878,31 @@ def run_darn_mnist(config: dict) -> list:
             row.update(test_log_prob=est["mean"], ci95=est["ci95"], method=f"importance, S={config['is_samples']}")
         return row
 
+    def darn_unit(nh, checkpoint_dir):
+        nd = config["n_deterministic"] if nh <= 16 else max(config["n_deterministic"], 500)
+        model = init_visible_bias(DARN(784, nh, nd, rngs=nnx.Rngs(config["seed"])), data.train)
+        return add_log_prob(*trained_row(model, "DARN", checkpoint_dir))
+
+    def fdarn_unit(nh, checkpoint_dir):
+        model = init_visible_bias(DARN(784, nh, 0, rngs=nnx.Rngs(config["seed"])), data.train)
+        model, row = trained_row(model, "fDARN", checkpoint_dir, sparsity_target=config["sparsity_target"],
+                                 sparsity_weight=config["sparsity_weight"])
+        (h,), _ = model.encode(jnp.asarray(data.test, model.dtype), jax.random.key(3))
+        cost = sampling_cost(model, jax.random.key(4))
+        row.update(sparsity_target=config["sparsity_target"], sparsity_weight=config["sparsity_weight"],
+                   test_activity=float(jnp.mean(h)), weights_read=cost["sparse"], weights_dense=cost["dense"],
+                   active_per_sample=cost["active"])
+        return add_log_prob(model, row)
+
+    def deep_unit(layers, width, nd, checkpoint_dir):
+        model = init_visible_bias(DARN(784, [width] * layers, nd, skip_connections=True,
+                                       rngs=nnx.Rngs(config["seed"])), data.train)
+        return trained_row(model, "deep DARN", checkpoint_dir)[1]
+
     rows += [run_unit(f"MoB K={K}", partial(mob_unit, K)) for K in config["mixture_components"]]
     rows += [run_unit(f"DARN nh={nh}", partial(darn_unit, nh)) for nh in config["n_hidden"]]
+    rows += [run_unit(f"fDARN nh={nh}", partial(fdarn_unit, nh)) for nh in config["fdarn_hidden"]]
+    rows += [run_unit(f"deep DARN {L}x{w}", partial(deep_unit, L, w, nd)) for L, w, nd in config["deep"]]
     return rows
 
 

@@ -325,12 +325,18 @@ def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch)
 
     monkeypatch.setenv("LIB_DATA_DIR", str(data_dir))
     rec = run_experiment("darn-mnist", "book", {"n_hidden": [3, 20], "steps": 200, "eval_every": 100,
-                                                "mixture_components": [4], "is_samples": 10}, results_dir=tmp_path)
+                                                "mixture_components": [4], "is_samples": 10, "fdarn_hidden": [30],
+                                                "deep": [[2, 5, 10]]}, results_dir=tmp_path)
     rows = {(r["model"], r.get("n_hidden", r.get("components"))): r for r in rec["rows"]}
+    assert sorted(rows) == [("DARN", 3), ("DARN", 20), ("MoB", 4), ("deep DARN", 10), ("fDARN", 30)]
     assert rows[("DARN", 3)]["method"] == "exact" and rows[("DARN", 20)]["method"].startswith("importance")
+    assert rows[("fDARN", 30)]["method"].startswith("importance") and "test_log_prob" not in rows[("deep DARN", 10)]
     for r in rec["rows"]:
-        assert -300 < r["test_log_prob"] < -60  # nats per binarised MNIST digit, however briefly trained
-    assert rows[("DARN", 3)]["test_bound"] > -rows[("DARN", 3)]["test_log_prob"]
+        assert -300 < r.get("test_log_prob", -100) < -60  # nats per binarised MNIST digit, however briefly trained
+        assert r["model"] == "MoB" or r["test_bound"] > -r.get("test_log_prob", 0.0)
+    fd, deep = rows[("fDARN", 30)], rows[("deep DARN", 10)]
+    assert fd["n_deterministic"] == 0 and 0 < fd["test_activity"] < 1 and fd["weights_read"] < fd["weights_dense"]
+    assert (deep["layers"], deep["n_deterministic"]) == (2, 10) and 60 < deep["test_bound"] < 300
     rec = run_experiment("darn-uci", "book", {"datasets": ["mushrooms"], "epochs": 4, "eval_epochs": 2,
                                               "components": [2, 3], "darn_hidden": [4, 20], "darn_deterministic": [10],
                                               "nade_hidden": [10], "learning_rates": [1e-3, 3e-3],
