@@ -1101,20 +1101,24 @@ def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
 
 @_experiment(
     "nram", chapter="nram",
-    book={"scale": "book", "tasks": ["copy", "access"], "seeds": None, "steps": None,
+    book={"scale": "book", "tasks": ["copy", "access"], "seeds": None, "steps": None, "setting": {},
           "test_lengths": [5, 10, 20, 30, 50], "test_examples": 200},
-    paper={"scale": "paper", "tasks": list(EASY_TASKS), "seeds": [0, 1, 2, 3], "steps": 20000,
+    paper={"scale": "paper", "tasks": list(EASY_TASKS), "seeds": [0, 1, 2, 3], "steps": 20000, "setting": {},
            "test_lengths": [5, 10, 15, 20, 25, 30, 40, 50], "test_examples": 200},
 )
 def run_nram(config: dict) -> list:
-    """Table 1 for the easy tasks: train each task with each seed (BOOK_CONFIGS or NRAM_CONFIGS), then the
-    error at the top training length, the generalisation error up to length 50 and the discretised agreement;
-    each row keeps the selected controller (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
+    """Table 1 for the easy tasks: train each task with each seed (BOOK_CONFIGS or NRAM_CONFIGS, with the
+    TrainConfig fields of `setting` changed), then the error at the top training length, the generalisation
+    error up to length 50 and the discretised agreement; each row keeps the selected controller
+    (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
     configs = {"book": BOOK_CONFIGS, "paper": NRAM_CONFIGS}[config["scale"]]
+    setting = config.get("setting") or {}
     rows = []
     for task in config["tasks"]:
         for seed in config["seeds"] or [configs[task].seed]:  # None: the seed of the task's config
-            train = dataclasses.replace(configs[task], seed=seed, steps=config["steps"] or configs[task].steps)
+            train = dataclasses.replace(configs[task], seed=seed, steps=config["steps"] or configs[task].steps,
+                                        **setting)
+            name = f"{task} seed {seed}" + (f" {json.dumps(setting, sort_keys=True)}" if setting else "")
 
             def unit(checkpoint_dir, task=task, seed=seed, train=train):
                 result = train_nram(train, progress=False, log=_progress_log(f"{task} seed {seed}", every=2000),
@@ -1122,11 +1126,57 @@ def run_nram(config: dict) -> list:
                 top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1)
                 tests = [evaluate(result.controller, train, n, examples=config["test_examples"], seed=seed + 1 + n)
                          for n in config["test_lengths"]]
-                return {"task": task, "seed": seed, **_run_record(train, result),
+                return {"task": task, "seed": seed, "setting": setting, **_run_record(train, result),
                         "error_at_max_length": top["error"], "discrete_error_at_max_length": top["error_discrete"],
                         "agreement_at_max_length": top["agreement"], "generalisation": tests}
 
-            rows.append(run_unit(f"{task} seed {seed}", unit))
+            rows.append(run_unit(name, unit))
+    return rows
+
+
+SEARCH_SPACE = {"entropy": [0.003, 0.01, 0.03, 0.1], "noise_eta": [0.0, 0.01, 0.1, 0.3],
+                "learning_rate": [0.003, 0.01, 0.03], "hidden": [64, 128], "registers": [4, 5, 6],
+                "repeats": [1, 2], "controller": ["mlp", "lstm"]}
+"""The hyper-parameters `nram-search` draws from, each uniformly from its list (the paper gives none)."""
+
+
+def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
+    """`count` settings, each field drawn independently and uniformly from its list in `space`."""
+    rng = np.random.default_rng(seed)
+    if count < 0 or any(not isinstance(v, list) or not v for v in space.values()):
+        raise ValueError("draw_settings needs count >= 0 and a non-empty list of values for every field")
+    bad = set(space) - {f.name for f in dataclasses.fields(TrainConfig)} | ({"task", "seed", "steps"} & set(space))
+    if bad:
+        raise ValueError(f"the search space names fields that are not searchable TrainConfig fields: {sorted(bad)}")
+    return [{k: v[int(rng.integers(len(v)))] for k, v in space.items()} for _ in range(count)]
+
+
+@_experiment(
+    "nram-search", chapter="nram",
+    book={"task": "swap", "count": 2, "search_seed": 0, "steps": 200, "space": {"registers": [4, 5]},
+          "examples": 200},
+    paper={"task": "swap", "count": 24, "search_seed": 0, "steps": 5000, "space": SEARCH_SPACE, "examples": 500},
+)
+def run_nram_search(config: dict) -> list:
+    """A random search for one task at its paper length (NRAM_CONFIGS): `count` settings drawn from `space`
+    (draw_settings), the i-th trained with seed i for `steps` steps; per run the curriculum level reached and
+    the error of the selected controller at the top training length (fuzzy and discretised)."""
+    base = NRAM_CONFIGS[config["task"]]
+    rows = []
+    for i, setting in enumerate(draw_settings(config["space"], config["count"], config["search_seed"])):
+        train = dataclasses.replace(base, seed=i, steps=config["steps"], **setting)
+
+        def unit(checkpoint_dir, i=i, setting=setting, train=train):
+            result = train_nram(train, progress=False, checkpoint_dir=checkpoint_dir)
+            top = evaluate(result.controller, train, train.max_difficulty, examples=config["examples"], seed=i + 1)
+            h = result.history
+            return {"task": train.task, "seed": i, "setting": setting, "final_level": result.level,
+                    "max_level": train.max_difficulty, "selected_step": result.selected_step,
+                    "train_seconds": round(result.wall_seconds, 1), "error": top["error"],
+                    "discrete_error": top["error_discrete"], "agreement": top["agreement"],
+                    "history": {k: h[k].tolist() for k in ("step", "loss", "error_level", "level")}}
+
+        rows.append(run_unit(f"{train.task} {i} {json.dumps(setting, sort_keys=True)}", unit))
     return rows
 
 
@@ -1188,6 +1238,7 @@ __all__ = [
     'NRAMSpec',
     'NRAM_CONFIGS',
     'Run',
+    'SEARCH_SPACE',
     'TASKS',
     'Task',
     'TrainConfig',
@@ -1202,6 +1253,7 @@ __all__ = [
     'copy_program',
     'discrete_step',
     'draw_circuit',
+    'draw_settings',
     'evaluate',
     'finish_probabilities',
     'finish_step',
@@ -1221,6 +1273,7 @@ __all__ = [
     'run_fuzzy',
     'run_nram',
     'run_nram_hard',
+    'run_nram_search',
     'run_output',
     'safe_log',
     'scaled_size',

@@ -410,3 +410,23 @@ def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
         np.testing.assert_array_equal(resumed.history[name], straight.history[name], err_msg=name)
     for a, b in ((resumed.controller, straight.controller), (resumed.final_controller, straight.final_controller)):
         assert N.controller_text(a) == N.controller_text(b)
+
+
+def test_draw_settings_is_reproducible_and_rejects_bad_spaces():
+    space = {"hidden": [8, 16, 32], "registers": [4, 5]}
+    a, b = N.draw_settings(space, 50, 3), N.draw_settings(space, 50, 3)
+    assert a == b and len(a) == 50 and a != N.draw_settings(space, 50, 4)
+    assert {s["hidden"] for s in a} == {8, 16, 32} and {s["registers"] for s in a} == {4, 5}
+    for bad in ({"hiden": [8]}, {"seed": [1]}, {"hidden": []}):
+        with pytest.raises(ValueError):
+            N.draw_settings(bad, 2, 0)
+
+
+def test_nram_search_experiment_end_to_end():
+    rows = N.run_nram_search({"task": "access", "count": 2, "search_seed": 1, "steps": 50,
+                              "space": {"hidden": [8, 16]}, "examples": 20})
+    assert [r["setting"] for r in rows] == N.draw_settings({"hidden": [8, 16]}, 2, 1)
+    for i, r in enumerate(rows):
+        assert r["seed"] == i and r["max_level"] == N.NRAM_CONFIGS["access"].max_difficulty
+        assert 1 <= r["final_level"] <= r["max_level"] and 0 <= r["error"] <= 1 and 0 <= r["discrete_error"] <= 1
+        assert r["history"]["step"] == [50]
