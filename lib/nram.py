@@ -896,6 +896,20 @@ def controller_policy(controller: nnx.Module) -> Callable:
     return policy
 
 
+class PolicyController(nnx.Module):
+    """The other direction: a fixed policy (bits, carry) -> (logits, carry), e.g. a hand-written program, as a
+    stateless controller module that `evaluate` and the machines accept."""
+
+    def __init__(self, policy: Callable):
+        self.policy = policy
+
+    def initial_carry(self, batch: int):
+        return ()
+
+    def __call__(self, bits: jax.Array, carry=()):
+        return self.policy(bits, carry)
+
+
 def scaled_size(config: TrainConfig, n: int) -> tuple[int, int]:
     """(memory size, timesteps) for difficulty n: those of training up to its top difficulty; beyond it, both
     grow in proportion to n (never below what the task needs)."""
@@ -1181,6 +1195,27 @@ def run_nram_search(config: dict) -> list:
 
 
 # %% book/nram.md
+def swap_program(spec: NRAMSpec) -> Callable:
+    """A hand-written policy that solves Swap in five timesteps (Sec. 8 of the chapter). Needs R >= 4 and the
+    modules READ, ZERO, ONE, WRITE; the phase is read from the registers' zero tests."""
+    phases = [jnp.asarray(program_logits(spec, inputs, registers + ["r5", "r6"][:spec.registers - 4], finish))
+              for inputs, registers, finish in (
+        ({"READ": "r1", "WRITE": ("r3", "READ")}, ["READ", "ONE", "r3", "r4"], False),   # r1 = p, r2 = 1
+        ({"READ": "r2", "WRITE": ("r2", "READ")}, ["r1", "READ", "r3", "ONE"], False),   # r2 = q, r4 = 1
+        ({"READ": "r1", "WRITE": ("r1", "READ")}, ["r1", "r2", "READ", "r4"], False),    # r3 = A[p]
+        ({"READ": "r2", "WRITE": ("r2", "r3")}, ["r1", "ZERO", "r3", "READ"], False),    # r4 = A[q], cell q = A[p]
+        ({"READ": "r1", "WRITE": ("r1", "r4")}, ["r1", "r2", "r3", "r4"], True))]        # cell p = A[q]; finish
+
+    def policy(bits, carry):
+        """r1 = 0: first phase; r2 = 0: last; r3 and r4 = 0: second; r3 = 0: third; else fourth."""
+        z1, z2, z3, z4 = (bits[..., i:i + 1] > 0.5 for i in range(4))
+        return jnp.where(z1, phases[0], jnp.where(z2, phases[4], jnp.where(z3 & z4, phases[1],
+                         jnp.where(z3, phases[2], phases[3])))), carry
+
+    return policy
+
+
+# %% book/nram.md
 HARD_CONFIGS = {
     "permutation": TrainConfig(task="permutation", memory_size=13, timesteps=14, max_difficulty=6, entropy=0.01),
     "listk": TrainConfig(task="listk", memory_size=23, timesteps=14, max_difficulty=10, entropy=0.01),
@@ -1237,6 +1272,7 @@ __all__ = [
     'NRAMResult',
     'NRAMSpec',
     'NRAM_CONFIGS',
+    'PolicyController',
     'Run',
     'SEARCH_SPACE',
     'TASKS',
@@ -1277,6 +1313,7 @@ __all__ = [
     'run_output',
     'safe_log',
     'scaled_size',
+    'swap_program',
     'time_machines',
     'trace',
     'train_nram',

@@ -350,23 +350,10 @@ def test_a_controller_saved_as_text_loads_back_identical(kind):
         N.load_controller(dataclasses.replace(config, hidden=9), N.controller_text(controller))
 
 
-class _Program(nnx.Module):
-    """A fixed policy (bits, carry) -> (logits, carry) as a controller module, for evaluate."""
-
-    def __init__(self, policy):
-        self.policy = policy
-
-    def initial_carry(self, batch):
-        return ()
-
-    def __call__(self, bits, carry=()):
-        return self.policy(bits, carry)
-
-
 def test_evaluate_scores_the_hand_written_program_perfect_and_too_few_steps_wrong():
     config = N.TrainConfig(task="copy", memory_size=16, timesteps=12, max_difficulty=5)
     assert N.scaled_size(config, 5) == (16, 12) and N.scaled_size(config, 12) == (39, 29)
-    program = _Program(N.copy_program(config.spec()))
+    program = N.PolicyController(N.copy_program(config.spec()))
     for n, mixed in ((3, False), (5, False), (12, False), (12, True)):
         e = N.evaluate(program, config, n, examples=40, seed=n, mixed=mixed)
         assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1, e
@@ -430,3 +417,17 @@ def test_nram_search_experiment_end_to_end():
         assert r["seed"] == i and r["max_level"] == N.NRAM_CONFIGS["access"].max_difficulty
         assert 1 <= r["final_level"] <= r["max_level"] and 0 <= r["error"] <= 1 and 0 <= r["discrete_error"] <= 1
         assert r["history"]["step"] == [50]
+
+
+def test_hand_written_swap_program_solves_swap_on_both_machines():
+    """An independent check of the Swap layout (Appendix A): a program written from the task's description."""
+    for registers in (4, 6):
+        config = dataclasses.replace(N.NRAM_CONFIGS["swap"], registers=registers)
+        program = N.PolicyController(N.swap_program(config.spec()))
+        for n in (1, 3, 20):
+            e = N.evaluate(program, config, n, examples=50, seed=n)
+            assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1, (registers, n, e)
+    # with 4 timesteps cell p, written in the fifth, is right only where A[p] happened to equal A[q]
+    short = dataclasses.replace(N.NRAM_CONFIGS["swap"], timesteps=4)
+    e = N.evaluate(N.PolicyController(N.swap_program(short.spec())), short, 5, examples=50)
+    assert 0.4 < e["error"] <= 0.5
