@@ -1174,7 +1174,8 @@ def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
 def run_nram_search(config: dict) -> list:
     """A random search for one task at its paper length (NRAM_CONFIGS): `count` settings drawn from `space`
     (draw_settings), the i-th trained with seed i for `steps` steps; per run the curriculum level reached and
-    the error of the selected controller at the top training length (fuzzy and discretised)."""
+    the error of the selected controller at the top training length (fuzzy and discretised), and the controller
+    itself (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
     base = NRAM_CONFIGS[config["task"]]
     rows = []
     for i, setting in enumerate(draw_settings(config["space"], config["count"], config["search_seed"])):
@@ -1188,7 +1189,8 @@ def run_nram_search(config: dict) -> list:
                     "max_level": train.max_difficulty, "selected_step": result.selected_step,
                     "train_seconds": round(result.wall_seconds, 1), "error": top["error"],
                     "discrete_error": top["error_discrete"], "agreement": top["agreement"],
-                    "history": {k: h[k].tolist() for k in ("step", "loss", "error_level", "level")}}
+                    "history": {k: h[k].tolist() for k in ("step", "loss", "error_level", "level")},
+                    "train_config": dataclasses.asdict(train), "controller": controller_text(result.controller)}
 
         rows.append(run_unit(f"{train.task} {i} {json.dumps(setting, sort_keys=True)}", unit))
     return rows

@@ -417,6 +417,11 @@ def test_nram_search_experiment_end_to_end():
         assert r["seed"] == i and r["max_level"] == N.NRAM_CONFIGS["access"].max_difficulty
         assert 1 <= r["final_level"] <= r["max_level"] and 0 <= r["error"] <= 1 and 0 <= r["discrete_error"] <= 1
         assert r["history"]["step"] == [50]
+        # the stored controller is the evaluated one: the same error on the same examples
+        config = N.TrainConfig(**r["train_config"])
+        again = N.evaluate(N.load_controller(config, r["controller"]), config, config.max_difficulty, examples=20,
+                           seed=i + 1)
+        assert again["error"] == r["error"] and config.hidden == r["setting"]["hidden"]
 
 
 def test_hand_written_swap_program_solves_swap_on_both_machines():
