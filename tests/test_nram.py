@@ -436,3 +436,12 @@ def test_hand_written_swap_program_solves_swap_on_both_machines():
     short = dataclasses.replace(N.NRAM_CONFIGS["swap"], timesteps=4)
     e = N.evaluate(N.PolicyController(N.swap_program(short.spec())), short, 5, examples=50)
     assert 0.4 < e["error"] <= 0.5
+
+
+def test_time_machines_times_both_machines_and_rejects_bad_budgets():
+    spec = N.NRAMSpec(registers=4)
+    rows = N.time_machines(spec, N.copy_program(spec), (20, 60), timesteps=10, min_seconds=0.0, min_repeats=2)
+    assert [r["M"] for r in rows] == [20, 60]
+    assert all(0 < r["discrete_seconds_per_step"] < 1 and 0 < r["fuzzy_seconds_per_step"] < 1 for r in rows)
+    with pytest.raises(ValueError, match="min_repeats"):
+        N.time_machines(spec, N.copy_program(spec), (20,), min_repeats=0)
