@@ -144,14 +144,16 @@ def rbf(x1, x2, lengthscales, variance):
 
 
 class RBF(nnx.Module):
-    """Squared-exponential kernel with one lengthscale per input dimension (ARD).
+    """Squared-exponential kernel with one lengthscale per input dimension (ARD, the paper's kernel).
 
     batch: None for one kernel, or P for P independent kernels (one per output of a layer, as
     GPyTorch's deep GP); then x1 is (P, M, D) or (M, D) and the result is (P, M, N).
+    ard=False: one lengthscale shared by all input dimensions (GPflow 1's default, which the
+    authors' public notebook used; Section 11).
     """
 
     def __init__(self, input_dim: int, lengthscale: float = 1.0, variance: float = 1.0, dtype=jnp.float64,
-                 batch: int | None = None):
+                 batch: int | None = None, ard: bool = True):
         if input_dim < 1:
             raise ValueError(f"input_dim must be at least 1, got {input_dim}")
         if lengthscale <= 0 or variance <= 0:
@@ -161,7 +163,9 @@ class RBF(nnx.Module):
         self.input_dim = input_dim
         self.batch = batch
         lead = () if batch is None else (batch,)
-        self.raw_lengthscales = nnx.Param(softplus_inverse(jnp.full(lead + (input_dim,), lengthscale, dtype)))
+        self.ard = ard
+        self.raw_lengthscales = nnx.Param(softplus_inverse(jnp.full(lead + (input_dim if ard else 1,), lengthscale,
+                                                                    dtype)))
         self.raw_variance = nnx.Param(softplus_inverse(jnp.full(lead, variance, dtype)))
 
     @property
@@ -604,14 +608,16 @@ def linear_mean_matrix(x, width: int):
 def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: int | None = None,
               whiten: bool = False, likelihood=None, likelihood_variance: float = 0.05,
               inner_q_sqrt_scale: float = 1e-5, inner_noise: float = 2e-6, lengthscale: float = 1.0,
-              kernel_variance: float = 1.0, per_output_kernels: bool = False, seed: int = 0) -> DeepGP:
+              kernel_variance: float = 1.0, per_output_kernels: bool = False, ard: bool = True,
+              seed: int = 0) -> DeepGP:
     """A DeepGP of `num_layers` layers for data x (N, D), y (N, P), initialised as the paper.
 
     num_layers = 1 gives the sparse GP baseline (SGP). inner_width: default min(30, D).
     likelihood: default Gaussian(likelihood_variance) (regression: standardise x and y first);
     with RobustMax(K) the last layer has K outputs and y holds class indices (N, 1).
     per_output_kernels: one kernel and one set of inducing inputs per output (GPyTorch's layers)
-    instead of one per layer. The dtype of x (float64 or float32) is the model's.
+    instead of one per layer. ard=False: one lengthscale per kernel instead of one per input dimension.
+    The dtype of x (float64 or float32) is the model's.
     """
     x = check_array(np.asarray(x), "x", ndim=2, dtype="floating")
     y = np.asarray(y)
@@ -632,12 +638,13 @@ def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: in
     layers, x_run, z_run, d_in = [], x, Z, D
     for _ in range(num_layers - 1):
         W = linear_mean_matrix(x_run, width).astype(dtype)
-        kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=width if per_output_kernels else None)
+        kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=width if per_output_kernels else None, ard=ard)
         layer = SVGPLayer(kern, z_run, width, W, whiten=whiten,
                           q_sqrt_scale=inner_q_sqrt_scale, noise_variance=inner_noise)
         layers.append(layer)
         x_run, z_run, d_in = x_run @ W, z_run @ W, width
-    kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=num_outputs if per_output_kernels else None)
+    kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=num_outputs if per_output_kernels else None,
+               ard=ard)
     layers.append(SVGPLayer(kern, z_run, num_outputs, None, whiten=whiten))
     return DeepGP(layers, likelihood, num_data=N)
 
@@ -754,8 +761,8 @@ UCI_MODELS = {"SGP": (1, 100), "SGP 500": (1, 500), "DGP 2": (2, 100), "DGP 3": 
 
 
 def run_uci_model(name: str, model: str, split: int, *, steps: int, batch_size: int = 10_000,
-                  learning_rate: float = 0.01, test_samples: int = 100, whiten: bool = False, seed: int = 0,
-                  progress: bool = False, data_dir=None, checkpoint_dir=None) -> dict:
+                  learning_rate: float = 0.01, test_samples: int = 100, whiten: bool = False, ard: bool = True,
+                  seed: int = 0, progress: bool = False, data_dir=None, checkpoint_dir=None) -> dict:
     """Train and evaluate one model of UCI_MODELS on one split of a UCI set (Section 9); return a row.
 
     checkpoint_dir: where training checkpoints and resumes (see train_dgp); the row's train_seconds
@@ -771,12 +778,12 @@ def run_uci_model(name: str, model: str, split: int, *, steps: int, batch_size: 
     s = load_uci(name, split, data_dir)
     std = Standardizer.fit(s.x_train, s.y_train)
     x, y = std.x(s.x_train), std.y(s.y_train)
-    dgp = build_dgp(x, y, layers, num_inducing=inducing, whiten=whiten, seed=seed + split)
+    dgp = build_dgp(x, y, layers, num_inducing=inducing, whiten=whiten, ard=ard, seed=seed + split)
     began = time.perf_counter()
     dgp, hist = train_dgp(dgp, x, y, steps=steps, batch_size=batch_size, learning_rate=learning_rate,
                           seed=seed + split, progress=progress, checkpoint_dir=checkpoint_dir)
     seconds = time.perf_counter() - began
-    row = {"dataset": name, "split": split, "model": model, "steps": steps, "whiten": whiten,
+    row = {"dataset": name, "split": split, "model": model, "steps": steps, "whiten": whiten, "ard": ard,
            "train_seconds": round(seconds, 2),
            "final_loss": float(np.mean(hist["loss"][-100:]))}
     row.update(evaluate_dgp(dgp, std, s.x_test, s.y_test, num_samples=test_samples, seed=seed + split))
@@ -865,16 +872,17 @@ def gradient_step_flops(model: DeepGP, x, y, *, num_samples: int = 1) -> float:
 # %% book/dgp.md
 @_experiment(
     "dgp-kin8nm", chapter="dgp",
-    book={"models": ["SGP", "DGP 2"], "steps": 200, "split": 0, "whiten": False},
-    paper={"models": list(UCI_MODELS), "steps": 5000, "split": 0, "whiten": False},
+    book={"models": ["SGP", "DGP 2"], "steps": 200, "split": 0, "whiten": False, "ard": True},
+    paper={"models": list(UCI_MODELS), "steps": 5000, "split": 0, "whiten": False, "ard": True},
 )
 def run_dgp_kin8nm(config: dict) -> list:
-    """kin8nm, one split, the settings of the authors' notebook (5,000 Adam steps, full batch)."""
+    """kin8nm, one split, the settings of the authors' notebook (5,000 Adam steps, full batch); ard=False for
+    its kernels' single lengthscale (Section 11)."""
     from lib.toolkit import run_unit
 
     def unit(model, checkpoint_dir):
         return run_uci_model("kin8nm", model, config["split"], steps=config["steps"], whiten=config["whiten"],
-                             checkpoint_dir=checkpoint_dir)
+                             ard=config.get("ard", True), checkpoint_dir=checkpoint_dir)
 
     return [run_unit(f"kin8nm split {config['split']} {model}", partial(unit, model)) for model in config["models"]]
 

@@ -449,3 +449,20 @@ def test_gradient_step_flops_match_the_count_of_the_products():
         flops = G.gradient_step_flops(model, x, y)
         assert 10 * M ** 2 * N < flops < 16 * M ** 2 * N, (N, flops / (M ** 2 * N))
         assert all(layer.chunk_size is None for layer in model.layers)
+
+
+@pytest.mark.parametrize("batch", [None, 3])
+def test_shared_lengthscale_kernel_is_the_ard_kernel_with_equal_lengthscales(rng, batch):
+    """ard=False (GPflow 1's default) is the ARD kernel whose lengthscales are all the shared one, checked
+    against the squared-exponential formula written out; a model built with it has one lengthscale per kernel."""
+    D = 4
+    x1, x2 = rng.normal(size=(5, D)), rng.normal(size=(6, D))
+    shared = G.RBF(D, 0.7, 1.3, batch=batch, ard=False)
+    assert shared.lengthscales.shape == ((1,) if batch is None else (batch, 1))
+    k = np.asarray(shared(jnp.asarray(x1), jnp.asarray(x2)))
+    direct = 1.3 * np.exp(-0.5 * ((x1[:, None, :] - x2[None, :, :]) ** 2).sum(-1) / 0.7 ** 2)
+    np.testing.assert_allclose(k, direct if batch is None else np.broadcast_to(direct, (batch, 5, 6)), rtol=1e-12)
+    x, y = rng.normal(size=(40, D)), rng.normal(size=(40, 1))
+    dgp = G.build_dgp(x, y, 2, num_inducing=8, ard=False)
+    assert all(layer.kernel.lengthscales.shape == (1,) for layer in dgp.layers)
+    assert np.isfinite(float(dgp.elbo(jnp.asarray(x), jnp.asarray(y), jax.random.key(0))))
