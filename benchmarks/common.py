@@ -29,7 +29,7 @@ class Record:
         args = sys.argv[1:] if argv is None else list(argv)
         self.command = f"python benchmarks/{name.replace('-', '_')}.py" + "".join(f" {a}" for a in args)
         self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        self.origin = provenance()  # the code that runs is the code of this commit
+        self.origin = provenance()  # the code that runs is the code of this commit (and its diff, if dirty)
         self.began = time.perf_counter()
 
     def add(self, **row) -> dict:
@@ -40,11 +40,14 @@ class Record:
     def write(self, out=None, **extra) -> Path:
         record = {"experiment": self.name, "chapter": "benchmarks", "command": self.command, "started": self.started,
                   "wall_seconds": round(time.perf_counter() - self.began, 1),
-                  "load_average_1min": round(os.getloadavg()[0], 2), **self.origin, **extra,
+                  "load_average_1min": round(os.getloadavg()[0], 2),
+                  **{k: v for k, v in self.origin.items() if k != "git_diff"}, **extra,
                   "config": self.config, "rows": self.rows}
         path = Path(out) if out else RESULTS / f"{self.name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=1) + "\n")
+        if self.origin.get("git_diff"):  # the uncommitted code, which the record's git_diff_sha256 names
+            path.with_suffix(".diff").write_text(self.origin["git_diff"])
         print(f"wrote {path}")
         return path
 

@@ -633,17 +633,30 @@ def project_root() -> Path | None:
     return None
 
 
-def _git_commit(root=None) -> str:
-    """HEAD's sha, with "-dirty" if a tracked file outside results/ differs from it (a results file that an
-    earlier run rewrote is output, not code)."""
+def _git_state(root=None) -> dict:
+    """The code a run is made with: {"git_commit": HEAD's sha, "git_diff_sha256": None or a hash}.
+
+    If a tracked file outside results/ differs from HEAD (a results file that an earlier run rewrote
+    is output, not code), the sha carries "-dirty", "git_diff" holds the diff and "git_diff_sha256"
+    its SHA-256, so the record names exactly the code that ran.
+    """
+    import hashlib
+
+    state = {"git_commit": "unknown", "git_diff_sha256": None}
     try:
         root = root or project_root()
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
-                               cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
+        git = ["git", "-C", str(root)]
+        sha = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        diff = subprocess.run(git + ["diff", "HEAD", "--", ".", ":(exclude)results"], capture_output=True,
+                              text=True, check=True).stdout
     except Exception:
-        return "unknown"
+        return state
+    state["git_commit"] = sha + ("-dirty" if diff else "")
+    if diff:
+        state["git_diff_sha256"] = hashlib.sha256(diff.encode()).hexdigest()
+        state["git_diff"] = diff
+    return state
 
 
 def provenance() -> dict:
@@ -659,7 +672,40 @@ def provenance() -> dict:
     devices = jax.devices()
     device = {"platform": devices[0].platform, "kind": devices[0].device_kind, "count": len(devices),
               "machine": platform.machine(), "cpus": os.cpu_count()}
-    return {"git_commit": _git_commit(), "device": device, "versions": versions}
+    return {**_git_state(), "device": device, "versions": versions}
+
+
+SELECTORS = ("datasets", "splits", "split", "models", "tasks", "seeds", "seed", "schedules")
+
+
+def _is_selection(key: str, preset_value, value) -> bool:
+    """Whether setting `key` to `value` picks a part of the preset's run instead of changing it."""
+    if key in ("seed", "seeds", "split", "splits"):
+        return True  # which seeds or splits: more samples of the same configuration, not another one
+    if isinstance(preset_value, list) and isinstance(value, list):
+        return all(v in preset_value for v in value)  # a subset of the preset's grid
+    return preset_value == "all" and key in SELECTORS and isinstance(value, list)
+
+
+def compare_to_preset(preset_config: dict, config: dict) -> tuple[dict, dict]:
+    """(selection, deviations) of a run's `config` against the configuration of its preset.
+
+    selection: the settings that pick a part of the preset's run (its seeds or splits, a subset of
+    its datasets, models, tasks or schedules, or of any other list it sets), {key: value run}.
+    deviations: every other difference, {key: {"preset": value, "run": value}}; a key that only one
+    of the two has is a deviation too (value "absent"). A run with deviations is *reduced*: it is
+    not the preset's configuration. One with a selection alone is a *part* of the preset's run.
+    """
+    selection, deviations = {}, {}
+    for key in sorted(set(preset_config) | set(config)):
+        want, got = preset_config.get(key, "absent"), config.get(key, "absent")
+        if json.dumps(want, default=float) == json.dumps(got, default=float):
+            continue
+        if key in preset_config and key in config and _is_selection(key, want, got):
+            selection[key] = got
+        else:
+            deviations[key] = {"preset": want, "run": got}
+    return selection, deviations
 
 
 def _parse_value(text: str):
@@ -674,10 +720,13 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
                    part: str | None = None, resume: bool = True) -> dict:
     """Run registered experiment `name` and write results/<chapter>/<name>.json; return the record.
 
-    overrides: keys of the preset to change; a run with overrides is recorded as "reduced": true
-    (it is not the preset's configuration). part: a name for one piece of a run that is made in
-    pieces (one group of models, say): written to <name>.<part>.json, so pieces do not overwrite
-    each other; load_results(..., part=) reads it back.
+    overrides: keys of the preset to change. The record says how the run relates to its preset
+    (see `compare_to_preset`): "selection" (the overrides that pick a part of the preset's run: its
+    splits, seeds, models...), "deviations" (every other difference, preset value and value run),
+    and "reduced": true if there are deviations. part: a name for one piece of a run that is made
+    in pieces (one group of models, say): written to <name>.<part>.json, so pieces do not overwrite
+    each other; load_results(..., part=) reads it back. If the checkout's code differs from its
+    commit, the record holds the diff's SHA-256 and the diff is written beside it (<stem>.diff).
     resume: keep the run's finished units and checkpoints in results/.checkpoints/<chapter>/<name>[.<part>]
     while it runs (see `run_unit`) and, if an interrupted run of the same configuration left them
     there, continue from them (the record's "resumed" says what was reused); False: start afresh.
@@ -705,13 +754,17 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
         rows = exp.fn(config)
     finally:
         _RUNS.remove(run)
+    selection, deviations = compare_to_preset(exp.presets[preset], config)
+    diff = origin.pop("git_diff", None)
     record = {
         "experiment": name,
         "chapter": exp.chapter,
         "command": command or f"python -m lib {name} --preset {preset}"
         + "".join(f" --set {k}={json.dumps(v)}" for k, v in overrides.items()) + (f" --part {part}" if part else ""),
         "preset": preset,
-        "reduced": bool(overrides),
+        "reduced": bool(deviations),
+        "selection": selection,
+        "deviations": deviations,
         "part": part,
         "started": started,
         "wall_seconds": round(time.perf_counter() - began, 3),
@@ -723,6 +776,8 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
     out = Path(results_dir) / exp.chapter / f"{stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, default=float) + "\n")
+    if diff:  # the uncommitted code this run was made with, which the record's hash names
+        out.with_suffix(".diff").write_text(diff)
     shutil.rmtree(run.directory, ignore_errors=True)  # the results file now holds everything
     record["path"] = str(out)
     return record
@@ -750,7 +805,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("experiment", nargs="?", help="experiment name (omit to list them)")
     parser.add_argument("--preset", choices=PRESETS, default="paper")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one setting (JSON value); the run is recorded as reduced")
+                        help="override one setting (JSON value): a selection of the preset's splits, seeds, "
+                        "models... makes the run a part of it, any other change a deviation (reduced)")
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--part", help="name of this piece of a run made in pieces: writes NAME.PART.json")
     parser.add_argument("--fresh", action="store_true",
@@ -897,10 +953,12 @@ __all__ = [
     'NonFiniteError',
     'PRESETS',
     'PRESET_ENV',
+    'SELECTORS',
     'SoftmaxRegression',
     'TrainState',
     'check_array',
     'check_finite',
+    'compare_to_preset',
     'current_preset',
     'data_mesh',
     'experiment',

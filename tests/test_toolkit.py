@@ -1,5 +1,6 @@
 """lib.toolkit: input checks, presets, the training loop (NaN stop, resume), NNX steps, experiments."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -202,6 +203,8 @@ def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
             assert field in saved, field
         assert saved["rows"] == [{"n": 4, "sum": 6}] and saved["config"] == {"n": 4}
         assert saved["reduced"] is True and saved["preset"] == "paper" and "--set n=4" in saved["command"]
+        assert saved["deviations"] == {"n": {"preset": 1000, "run": 4}} and saved["selection"] == {}
+        assert "git_diff" not in saved and "git_diff_sha256" in saved
         assert saved["versions"]["jax"] == jax.__version__ and saved["device"]["platform"] == jax.devices()[0].platform
         assert rec["path"].endswith("test-sum.json")
         with pytest.raises(ValueError, match="unknown settings"):
@@ -219,7 +222,7 @@ def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
         T.EXPERIMENTS.pop("test-sum", None)
 
 
-def test_git_commit_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
+def test_git_state_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
     (tmp_path / "results").mkdir()
     (tmp_path / "code.py").write_text("x = 1\n")
@@ -228,12 +231,27 @@ def test_git_commit_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "c"], check=True)
     sha = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    assert T._git_commit(tmp_path) == sha
+    assert T._git_state(tmp_path) == {"git_commit": sha, "git_diff_sha256": None}
     (tmp_path / "results" / "r.json").write_text('{"rows": []}\n')  # a rerun rewrote a results file
     (tmp_path / "notes.txt").write_text("untracked\n")
-    assert T._git_commit(tmp_path) == sha
+    assert T._git_state(tmp_path) == {"git_commit": sha, "git_diff_sha256": None}
     (tmp_path / "code.py").write_text("x = 2\n")
-    assert T._git_commit(tmp_path) == sha + "-dirty"
+    state = T._git_state(tmp_path)
+    assert state["git_commit"] == sha + "-dirty" and "+x = 2" in state["git_diff"]
+    assert state["git_diff_sha256"] == hashlib.sha256(state["git_diff"].encode()).hexdigest()
+
+
+def test_compare_to_preset_tells_a_part_from_a_reduced_run():
+    preset = {"datasets": ["a", "b"], "splits": "all", "models": ["SGP", "DGP 2"], "steps": 10, "seed": 0,
+              "schedules": [[0.01, 1e3], [0.001, 1e5]]}
+    part = dict(preset, datasets=["b"], splits=[3], models=["DGP 2"], seed=4, schedules=[[0.001, 100000]])
+    assert T.compare_to_preset(preset, part) == (
+        {"datasets": ["b"], "splits": [3], "models": ["DGP 2"], "seed": 4, "schedules": [[0.001, 100000]]}, {})
+    reduced = dict(preset, steps=5, models=["SGP 9"])
+    reduced.pop("seed")
+    assert T.compare_to_preset(preset, reduced) == ({}, {
+        "models": {"preset": ["SGP", "DGP 2"], "run": ["SGP 9"]},
+        "seed": {"preset": 0, "run": "absent"}, "steps": {"preset": 10, "run": 5}})
 
 
 def test_python_m_lib_lists_and_reports_errors():
