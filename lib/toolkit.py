@@ -708,6 +708,13 @@ def compare_to_preset(preset_config: dict, config: dict) -> tuple[dict, dict]:
     return selection, deviations
 
 
+def run_kind(record: dict) -> str:
+    """How a results record relates to its preset: "reduced run", "part of the paper run" or "paper run"."""
+    if record.get("deviations"):
+        return "reduced run (" + ", ".join(sorted(record["deviations"])) + ")"
+    return f"part of the {record.get('preset')} run" if record.get("selection") else f"{record.get('preset')} run"
+
+
 def _parse_value(text: str):
     try:
         return json.loads(text)
@@ -800,8 +807,12 @@ def load_results(chapter: str, name: str, results_dir: str | os.PathLike | None 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m lib`: list the registered experiments, or run one."""
-    parser = argparse.ArgumentParser(prog="python -m lib", description="Run the book's paper-scale experiments.")
+    """`python -m lib`: list the registered experiments, run one, or print the scorecard."""
+    args_in = sys.argv[1:] if argv is None else list(argv)
+    if args_in[:1] == ["scorecard"]:
+        return scorecard_main(args_in[1:])  # defined with the reproduction record below
+    parser = argparse.ArgumentParser(prog="python -m lib", description="Run the book's paper-scale experiments "
+                                     "(`python -m lib scorecard [--json]`: what reproduces).")
     parser.add_argument("experiment", nargs="?", help="experiment name (omit to list them)")
     parser.add_argument("--preset", choices=PRESETS, default="paper")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -811,7 +822,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--part", help="name of this piece of a run made in pieces: writes NAME.PART.json")
     parser.add_argument("--fresh", action="store_true",
                         help="discard what an interrupted run of this experiment left, instead of resuming it")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_in)
     if args.experiment is None:
         print("experiments (python -m lib NAME --preset {book,paper}):")
         for exp in sorted(EXPERIMENTS.values(), key=lambda e: (e.chapter, e.name)):
@@ -825,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--set takes KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
         overrides[k] = _parse_value(v)
-    command = "python -m lib " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m lib " + " ".join(args_in)
     try:
         record = run_experiment(args.experiment, args.preset, overrides, args.results_dir, command, args.part,
                                 resume=not args.fresh)
@@ -945,22 +956,283 @@ def run_mnist_softmax(config: dict) -> list:
     return run_unit("softmax", train)
 
 
+# %% book/toolkit.md
+STATUSES = ("reproduced", "not reproduced", "not run")
+DIRECTIONS = ("two-sided", "at least", "at most")
+PAPERS = ("darn", "partition", "ebp", "nram", "dgp")
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One cell of a paper's table or figure, or one claim of its text, and how the book checks it.
+
+    paper: one of PAPERS; where: "Table 2", "Figure 1", "Sec. 4"; item: the row ("nh = 500");
+    quantity: what is compared, with its unit. paper_value: the paper's number, or its words for a
+    claim of its text; paper_error: its reported uncertainty. ours: where our number comes from,
+    "results/<chapter>/<file>.json:<key>/<key>/..." (a list is indexed by position, or by
+    `field=value` for the row whose field has that value) or a function of the loaded records
+    {path: record} of `sources`; None: not run. target: the number ours is compared with (default:
+    paper_value); tolerance and direction: reproduced iff |ours - target| <= tolerance
+    ("two-sided"), ours >= target - tolerance ("at least") or ours <= target + tolerance
+    ("at most"). expect: the status the book states. section: the chapter's section with the
+    evidence, as "chapter#label"; note: why (the reason for "not run" and "not reproduced").
+    """
+
+    paper: str
+    where: str
+    item: str
+    quantity: str
+    paper_value: float | str | None
+    ours: str | Callable[[dict], float] | None = None
+    sources: tuple[str, ...] = ()
+    target: float | None = None
+    tolerance: float = 0.0
+    direction: str = "two-sided"
+    paper_error: float | None = None
+    expect: str = "reproduced"
+    section: str = ""
+    note: str = ""
+    digits: int = 5
+
+    def __post_init__(self):
+        if self.paper not in PAPERS:
+            raise ValueError(f"Claim.paper must be one of {PAPERS}, got {self.paper!r}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"Claim.direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        if self.expect not in STATUSES:
+            raise ValueError(f"Claim.expect must be one of {STATUSES}, got {self.expect!r}")
+        if not (isinstance(self.tolerance, (int, float)) and np.isfinite(self.tolerance)
+                and self.tolerance >= 0):
+            raise ValueError(f"Claim.tolerance must be a finite number >= 0, got {self.tolerance!r}")
+        if self.ours is None:
+            if self.expect != "not run" or not self.note:
+                raise ValueError(f"claim {self.item!r} ({self.where}) names no result: it must expect "
+                                 "'not run' and say why in `note`")
+        elif isinstance(self.ours, str):
+            if ":" not in self.ours or not self.ours.startswith("results/"):
+                raise ValueError(f"Claim.ours must be 'results/...json:key/path', got {self.ours!r}")
+        elif not self.sources:
+            raise ValueError(f"claim {self.item!r}: a function in `ours` needs the files it reads in `sources`")
+        if self.expect != "reproduced" and not self.note:
+            raise ValueError(f"claim {self.item!r} ({self.where}) expects {self.expect!r}: say why in `note`")
+        if self.ours is not None and self.compared_with() is None:
+            raise ValueError(f"claim {self.item!r}: paper_value is not a number, so give `target`")
+
+    def compared_with(self) -> float | None:
+        if self.target is not None:
+            return float(self.target)
+        return float(self.paper_value) if isinstance(self.paper_value, (int, float)) else None
+
+    def files(self) -> tuple[str, ...]:
+        if isinstance(self.ours, str):
+            return (self.ours.split(":", 1)[0],)
+        return tuple(self.sources)
+
+
+def read_key_path(record, path: str):
+    """record's value at "a/b/0/model=SGP/c": keys, list positions, or the one row with field=value."""
+    value = record
+    for step in [s for s in path.split("/") if s]:
+        if isinstance(value, list):
+            if "=" in step:
+                field, want = step.split("=", 1)
+                hits = [row for row in value if isinstance(row, dict) and str(row.get(field)) == want]
+                if len(hits) != 1:
+                    raise KeyError(f"{path!r}: {len(hits)} rows with {field} = {want!r}, expected one")
+                value = hits[0]
+            else:
+                value = value[int(step)]
+        else:
+            if step not in value:
+                raise KeyError(f"{path!r}: no key {step!r} (there are {sorted(value)[:12]})")
+            value = value[step]
+    return value
+
+
+def _format_tolerance(claim: Claim) -> str:
+    t = claim.compared_with()
+    if t is None or claim.ours is None:
+        return ""
+    tol, fmt = claim.tolerance, f".{claim.digits}g"
+    if claim.direction == "two-sided":
+        return f"{t:{fmt}} ± {tol:{fmt}}"
+    return f"≥ {t - tol:{fmt}}" if claim.direction == "at least" else f"≤ {t + tol:{fmt}}"
+
+
+def evaluate(claim: Claim, root=None) -> dict:
+    """The record of one claim: its fields, our value and the status computed from results/.
+
+    Raises FileNotFoundError if a results file the claim names is missing.
+    """
+    root = Path(root) if root is not None else project_root()
+    files = claim.files()
+    records = {}
+    for rel in files:
+        path = root / rel
+        if not path.is_file():
+            raise FileNotFoundError(f"claim {claim.paper} / {claim.where} / {claim.item}: results file "
+                                    f"{rel} is missing (the command in its chapter makes it)")
+        records[rel] = json.loads(path.read_text())
+    ours = None
+    if claim.ours is None:
+        status = "not run"
+    else:
+        if isinstance(claim.ours, str):
+            rel, key = claim.ours.split(":", 1)
+            ours = read_key_path(records[rel], key)
+        else:
+            ours = claim.ours(records)
+        ours = float(ours)
+        t, tol = claim.compared_with(), claim.tolerance
+        ok = {"two-sided": abs(ours - t) <= tol, "at least": ours >= t - tol,
+              "at most": ours <= t + tol}[claim.direction]
+        status = "reproduced" if (np.isfinite(ours) and ok) else "not reproduced"
+    reduced = sorted(rel for rel, rec in records.items() if rec.get("reduced"))
+    return {"paper": claim.paper, "where": claim.where, "item": claim.item, "quantity": claim.quantity,
+            "paper_value": claim.paper_value, "paper_error": claim.paper_error, "ours": ours,
+            "tolerance": _format_tolerance(claim), "status": status, "expect": claim.expect,
+            "source": list(files), "reduced": reduced, "section": claim.section, "note": claim.note,
+            "digits": claim.digits}
+
+
+def check_claims(claims, root=None) -> list[dict]:
+    """Evaluate `claims`; raise AssertionError listing every claim whose status is not the stated one."""
+    records = [evaluate(c, root) for c in claims]
+    wrong = [f"{r['paper']} / {r['where']} / {r['item']}: {r['status']} (ours {r['ours']}, "
+             f"tolerance {r['tolerance']}), the book states {r['expect']}" for r in records
+             if r["status"] != r["expect"]]
+    if wrong:
+        raise AssertionError("claims whose status changed:\n  " + "\n  ".join(wrong))
+    return records
+
+
+def all_claims() -> list[Claim]:
+    """Every chapter's CLAIMS, in the book's order of papers."""
+    import importlib
+
+    import lib
+
+    claims = []
+    for module in lib.MODULES:
+        claims += list(getattr(importlib.import_module(f"lib.{module}"), "CLAIMS", []))
+    return sorted(claims, key=lambda c: PAPERS.index(c.paper))
+
+
+def scorecard(root=None, papers=None) -> list[dict]:
+    """The records of every claim (of `papers`, default all), each with its computed status."""
+    return [evaluate(c, root) for c in all_claims() if papers is None or c.paper in papers]
+
+
+def scorecard_counts(records) -> dict:
+    """{paper: {status: count}} over `records` (every status present, zeros included)."""
+    counts = {p: dict.fromkeys(STATUSES, 0) for p in PAPERS if any(r["paper"] == p for r in records)}
+    for r in records:
+        counts[r["paper"]][r["status"]] += 1
+    return counts
+
+
+def _format_value(value, digits: int) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, str):
+        return value
+    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
+
+
+def _paper_cell(r: dict) -> str:
+    text = _format_value(r["paper_value"], r["digits"])
+    return text + (f" ± {_format_value(r['paper_error'], r['digits'])}" if r["paper_error"] is not None else "")
+
+
+class ScorecardTable:
+    """Records of `evaluate` as a table: HTML in a notebook (links to the evidence), text elsewhere."""
+
+    def __init__(self, records, page: str = ""):
+        self.records, self.page = list(records), page
+
+    def summary(self) -> str:
+        lines = []
+        for paper, c in scorecard_counts(self.records).items():
+            lines.append(f"{paper}: " + ", ".join(f"{c[s]} {s}" for s in STATUSES))
+        return "; ".join(lines)
+
+    def __repr__(self) -> str:
+        head = ("paper", "where", "item", "paper value", "ours", "tolerance", "status")
+        rows = [head] + [(r["paper"], r["where"], r["item"], _paper_cell(r), _format_value(r["ours"], r["digits"])
+                          + ("*" if r["reduced"] else ""), r["tolerance"], r["status"]) for r in self.records]
+        rows = [tuple(str(x)[:40] for x in row) for row in rows]
+        width = [max(len(row[i]) for row in rows) for i in range(len(head))]
+        text = ["  ".join(x.ljust(w) for x, w in zip(row, width)).rstrip() for row in rows]
+        return "\n".join(text + ["* rests on a reduced run (see the results file's deviations)", self.summary()])
+
+    def _repr_html_(self) -> str:
+        import html
+
+        colour = {"reproduced": "#1a7f37", "not reproduced": "#cf222e", "not run": "#6e7781"}
+        out = ['<table class="scorecard"><thead><tr>' + "".join(
+            f"<th>{h}</th>" for h in ("Where", "Item", "Quantity", "Paper", "Ours", "Tolerance", "Status",
+                                     "Evidence")) + "</tr></thead><tbody>"]
+        for r in self.records:
+            ours = _format_value(r["ours"], r["digits"])
+            if r["reduced"]:
+                ours += '<sup title="rests on a reduced run: ' + html.escape(", ".join(r["reduced"])) + '">*</sup>'
+            chapter, _, label = r["section"].partition("#")
+            link = ""
+            if chapter:
+                target = ("" if chapter == self.page else f"{chapter}.html") + (f"#{label}" if label else "")
+                link = f'<a href="{html.escape(target)}">{html.escape(chapter)}{" §" if label else ""}</a> '
+            evidence = link + html.escape(r["note"])
+            sources = html.escape(", ".join(r["source"]))
+            out.append(
+                f"<tr><td>{html.escape(r['where'])}</td><td>{html.escape(r['item'])}</td>"
+                f"<td>{html.escape(r['quantity'])}</td><td>{html.escape(_paper_cell(r))}</td>"
+                f'<td title="{sources}">{ours}</td><td>{html.escape(r["tolerance"])}</td>'
+                f'<td style="color:{colour[r["status"]]};font-weight:bold">{r["status"]}</td>'
+                f"<td>{evidence}</td></tr>")
+        out.append(f"</tbody></table><p><em>{html.escape(self.summary())}.</em> "
+                   "* rests on a reduced run (its results file lists the deviations).</p>")
+        return "".join(out)
+
+
+def scorecard_main(argv: list[str]) -> int:
+    """`python -m lib scorecard [--json] [--paper NAME]`: every claim's status, from results/."""
+    parser = argparse.ArgumentParser(prog="python -m lib scorecard",
+                                     description="The reproduction record: every claim of the book and its status.")
+    parser.add_argument("--json", action="store_true", help="print a JSON list of the records")
+    parser.add_argument("--paper", action="append", choices=PAPERS, help="only these papers (repeatable)")
+    args = parser.parse_args(argv)
+    records = scorecard(papers=args.paper)
+    if args.json:
+        print(json.dumps(records, indent=1, default=float))
+    else:
+        print(repr(ScorecardTable(records)))
+    return 0
+
+
 __all__ = [
+    'Claim',
+    'DIRECTIONS',
     'EXPERIMENTS',
     'Experiment',
     'FitResult',
     'FlatStep',
     'NonFiniteError',
+    'PAPERS',
     'PRESETS',
     'PRESET_ENV',
     'SELECTORS',
+    'STATUSES',
+    'ScorecardTable',
     'SoftmaxRegression',
     'TrainState',
+    'all_claims',
     'check_array',
+    'check_claims',
     'check_finite',
     'compare_to_preset',
     'current_preset',
     'data_mesh',
+    'evaluate',
     'experiment',
     'fit',
     'load_results',
@@ -975,12 +1247,17 @@ __all__ = [
     'preset',
     'project_root',
     'provenance',
+    'read_key_path',
     'replicated',
     'restore_checkpoint',
     'run_experiment',
+    'run_kind',
     'run_mnist_softmax',
     'run_unit',
     'save_checkpoint',
+    'scorecard',
+    'scorecard_counts',
+    'scorecard_main',
     'set_lapack_threads',
     'shard_batch',
     'softmax_loss',
