@@ -684,7 +684,8 @@ def step_compiler_options(dtype) -> dict | None:
     """XLA options for compiling a deep-GP step in `dtype` (Section 10).
 
     On the CPU in float32: XLA's YNNPACK fusions off (`xla_cpu_experimental_ynn_fusion_type=""`),
-    measured faster there in every configuration of Section 10, and slower in float64. None
+    chosen when they were slower there; Section 10 times the steps both ways (in float32 the two are
+    now within the machine's noise, in float64 the fusions are faster, so they stay on). None
     elsewhere, or where this jax does not know the option.
     """
     if jax.default_backend() != "cpu" or jnp.dtype(dtype) != jnp.float32:

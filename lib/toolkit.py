@@ -806,6 +806,76 @@ def load_results(chapter: str, name: str, results_dir: str | os.PathLike | None 
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def require_results(chapter: str, name: str, part: str | None = None, results_dir=None) -> dict:
+    """load_results, but a missing file is an error (a chapter's paper-scale cell must fail without it)."""
+    record = load_results(chapter, name, results_dir, part=part)
+    if record is None:
+        stem = f"{name}.{part}" if part else name
+        raise FileNotFoundError(f"results/{chapter}/{stem}.json is missing: the chapter's text gives the "
+                                f"`python -m lib {name} --preset paper ...` command that makes it")
+    return record
+
+
+class Table:
+    """Rows as a table: HTML in a notebook (the book's pages), aligned text elsewhere.
+
+    rows: dicts (keys are the columns, in order of first appearance) or sequences with `columns`;
+    formats: {column: format spec} for numbers ("{:.3f}" style specs without braces, e.g. ".3f").
+    """
+
+    def __init__(self, rows, columns=None, formats=None, caption: str = ""):
+        rows = list(rows)
+        if columns is None:
+            columns = list(dict.fromkeys(k for r in rows for k in r)) if rows and isinstance(rows[0], dict) else []
+        self.columns, self.formats, self.caption = list(columns), dict(formats or {}), caption
+        self.rows = [[r.get(c) for c in self.columns] if isinstance(r, dict) else list(r) for r in rows]
+
+    def _cell(self, column, value) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, float) and column in self.formats:
+            return format(value, self.formats[column])
+        return str(value)
+
+    def __repr__(self) -> str:
+        cells = [self.columns] + [[self._cell(c, v) for c, v in zip(self.columns, row)] for row in self.rows]
+        width = [max(len(r[i]) for r in cells) for i in range(len(self.columns))]
+        lines = ["  ".join(x.rjust(w) for x, w in zip(row, width)) for row in cells]
+        return "\n".join(([self.caption] if self.caption else []) + lines)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(self._cell(c, v))}</td>" for c, v in zip(self.columns, row))
+                       + "</tr>" for row in self.rows)
+        caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
+        return f'<table class="lib-table">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def glue(name: str, value, display: bool = False) -> None:
+    """Store `value` in the running notebook under `name`, for myst-nb's {glue:text}`name:.2f` role.
+
+    The same output that `myst_nb.glue` writes (which the book's build reads), without needing
+    myst-nb where a chapter runs (Colab). Outside a notebook it does nothing. A number the text
+    states is glued from the cell that computed it, never typed (tools/prose.py checks the text).
+    """
+    try:
+        from IPython import get_ipython
+        from IPython.core.formatters import format_display_data
+        from IPython.display import display as ipy_display
+    except ImportError:
+        return
+    if get_ipython() is None:
+        return
+    if isinstance(value, (np.generic, jax.Array)) and np.ndim(value) == 0:
+        value = value.item()  # the text must read back as a number: 0.08, not np.float64(0.08)
+    bundle, metadata = format_display_data(value)
+    prefix = "" if display else "application/papermill.record/"
+    metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
+    ipy_display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m lib`: list the registered experiments, run one, or print the scorecard."""
     args_in = sys.argv[1:] if argv is None else list(argv)
@@ -1224,6 +1294,7 @@ __all__ = [
     'STATUSES',
     'ScorecardTable',
     'SoftmaxRegression',
+    'Table',
     'TrainState',
     'all_claims',
     'check_array',
@@ -1235,6 +1306,7 @@ __all__ = [
     'evaluate',
     'experiment',
     'fit',
+    'glue',
     'load_results',
     'main',
     'make_rngs',
@@ -1249,6 +1321,7 @@ __all__ = [
     'provenance',
     'read_key_path',
     'replicated',
+    'require_results',
     'restore_checkpoint',
     'run_experiment',
     'run_kind',
