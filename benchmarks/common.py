@@ -29,7 +29,7 @@ class Record:
         args = sys.argv[1:] if argv is None else list(argv)
         self.command = f"python benchmarks/{name.replace('-', '_')}.py" + "".join(f" {a}" for a in args)
         self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        self.origin = provenance()  # the code that runs is the code of this commit (and its diff, if dirty)
+        self.origin = provenance()  # the code that runs: this commit (and its diff, if dirty)
         self.began = time.perf_counter()
 
     def add(self, **row) -> dict:
@@ -46,7 +46,7 @@ class Record:
         path = Path(out) if out else RESULTS / f"{self.name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=1) + "\n")
-        if self.origin.get("git_diff"):  # the uncommitted code, which the record's git_diff_sha256 names
+        if self.origin.get("git_diff"):  # the uncommitted code that git_diff_sha256 names
             path.with_suffix(".diff").write_text(self.origin["git_diff"])
         print(f"wrote {path}")
         return path

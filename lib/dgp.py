@@ -674,7 +674,9 @@ class Standardizer(NamedTuple):
 @functools.cache
 def _compiles_with(options: tuple) -> bool:
     try:
-        jax.block_until_ready(jax.jit(lambda a: a + 1, compiler_options=dict(options))(jnp.zeros(2)))
+        jax.block_until_ready(
+            jax.jit(lambda a: a + 1, compiler_options=dict(options))(jnp.zeros(2))
+        )
         return True
     except Exception:  # an option this jax does not know
         return False
@@ -694,9 +696,23 @@ def step_compiler_options(dtype) -> dict | None:
     return dict(options) if _compiles_with(options) else None
 
 
-def train_dgp(model: DeepGP, x, y, *, steps: int, batch_size: int | None = 10_000, learning_rate: float = 0.01,
-              num_samples: int = 1, seed: int = 0, log_every: int = 100, progress: bool = True,
-              checkpoint_dir=None, checkpoint_every: int = 1000, stream: bool = False, mesh="auto"):
+def train_dgp(
+    model: DeepGP,
+    x,
+    y,
+    *,
+    steps: int,
+    batch_size: int | None = 10_000,
+    learning_rate: float = 0.01,
+    num_samples: int = 1,
+    seed: int = 0,
+    log_every: int = 100,
+    progress: bool = True,
+    checkpoint_dir=None,
+    checkpoint_every: int = 1000,
+    stream: bool = False,
+    mesh="auto",
+):
     """Maximise the bound with Adam (Section 7); return (trained model, per-step history of the loss).
 
     x (N, D), y (N, P): standardised training data. batch_size: minibatch size, None or >= N for
@@ -724,17 +740,38 @@ def train_dgp(model: DeepGP, x, y, *, steps: int, batch_size: int | None = 10_00
         data = lambda t: (x, y)  # noqa: E731
     else:
         data = minibatches((x, y), batch_size, key=jax.random.fold_in(key, 1), stream=stream)
-    hint = ("a Cholesky factorisation probably failed: standardise the data, or raise the layer's jitter "
-            "or lower the learning rate")
-    result = fit(nnx_step(graphdef, tx, loss_fn), state, data, steps, key=key, log_every=log_every,
-                 progress=progress, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                 desc=f"DGP {len(model.layers)}", hint=hint, mesh=mesh,
-                 compiler_options=step_compiler_options(x.dtype))
+    hint = (
+        "a Cholesky factorisation probably failed: standardise the data, or raise the layer's jitter "
+        "or lower the learning rate"
+    )
+    result = fit(
+        nnx_step(graphdef, tx, loss_fn),
+        state,
+        data,
+        steps,
+        key=key,
+        log_every=log_every,
+        progress=progress,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+        desc=f"DGP {len(model.layers)}",
+        hint=hint,
+        mesh=mesh,
+        compiler_options=step_compiler_options(x.dtype),
+    )
     return nnx_model(graphdef, result.state), result.history
 
 
-def evaluate_dgp(model: DeepGP, std: Standardizer, x_test, y_test, *, num_samples: int = 100, seed: int = 1,
-                 batch_size: int = 1000) -> dict:
+def evaluate_dgp(
+    model: DeepGP,
+    std: Standardizer,
+    x_test,
+    y_test,
+    *,
+    num_samples: int = 100,
+    seed: int = 1,
+    batch_size: int = 1000,
+) -> dict:
     """Test log-likelihood (mean per point) and RMSE in the original units of y (Section 7).
 
     x_test (N, D), y_test (N,) or (N, P), raw (not standardised).
@@ -743,8 +780,8 @@ def evaluate_dgp(model: DeepGP, std: Standardizer, x_test, y_test, *, num_sample
     key = jax.random.key(seed)
     log_dens, means = [], []
     for start in range(0, len(xs), batch_size):
-        xb = jnp.asarray(xs[start:start + batch_size])
-        yb = jnp.asarray(ys[start:start + batch_size])
+        xb = jnp.asarray(xs[start : start + batch_size])
+        yb = jnp.asarray(ys[start : start + batch_size])
         k = jax.random.fold_in(key, start)
         log_dens.append(np.asarray(model.log_density(xb, yb, k, num_samples)))
         means.append(np.asarray(model.predict_y(xb, k, num_samples)[0]))
@@ -958,18 +995,25 @@ from lib.toolkit import Claim
 
 _UCI_PARTS = {
     "bostonHousing": ("boston-splits0-4",),
-    "concrete": ("concrete-splits0-2", "concrete-splits3-4", "concrete-splits5-6", "concrete-splits7-8"),
+    "concrete": (
+        "concrete-splits0-2",
+        "concrete-splits3-4",
+        "concrete-splits5-6",
+        "concrete-splits7-8",
+    ),
     "energy": ("energy-splits0-2", "energy-splits3-6", "energy-splits7-8"),
     "wine-quality-red": ("wine-splits0-4",),
     "power-plant": ("power-split0", "power-split0-dgp3"),
 }
-_KIN8NM = ("results/dgp/dgp-kin8nm.json",) + tuple(f"results/dgp/dgp-kin8nm.split{k}.json" for k in range(1, 5))
+_KIN8NM = ("results/dgp/dgp-kin8nm.json",) + tuple(
+    f"results/dgp/dgp-kin8nm.split{k}.json" for k in range(1, 5)
+)
 
 
 def uci_paired_mean(records: dict, dataset: str, model: str, baseline: str = "SGP") -> float:
-    """Mean over the splits in `records` of test log-lik(model) - test log-lik(baseline) (Section 13).
+    """Mean over the splits in `records` of test log-lik(model) - test log-lik(baseline) (Sec. 13).
 
-    records: {path: results record} of dgp-uci or dgp-kin8nm runs; a split counts if it has both models.
+    records: {path: results record} of dgp-uci or dgp-kin8nm runs; a split counts if it has both.
     """
     by_split: dict = {}
     for path, record in records.items():
@@ -978,20 +1022,33 @@ def uci_paired_mean(records: dict, dataset: str, model: str, baseline: str = "SG
                 continue
             cell = by_split.setdefault(row["split"], {})
             if row["model"] in cell:
-                raise ValueError(f"{dataset} split {row['split']} {row['model']} is in two files ({path})")
+                raise ValueError(
+                    f"{dataset} split {row['split']} {row['model']} is in two files ({path})"
+                )
             cell[row["model"]] = row["test_log_likelihood"]
     diffs = [m[model] - m[baseline] for m in by_split.values() if model in m and baseline in m]
     if not diffs:
-        raise ValueError(f"no split of {dataset} has both {model} and {baseline} in {sorted(records)}")
+        raise ValueError(
+            f"no split of {dataset} has both {model} and {baseline} in {sorted(records)}"
+        )
     return float(np.mean(diffs))
 
 
 def _never_worse(dataset: str, label: str, files: tuple[str, ...], model: str, **kw) -> Claim:
-    return Claim("dgp", "Figure 1, Sec. 4", f"{label} {model} − SGP",
-                 "paired test log-lik difference, mean over the splits run (nats)",
-                 "DGP never worse than SGP", target=0.0, tolerance=0.01, direction="at least",
-                 sources=files, ours=lambda r: uci_paired_mean(r, dataset, model),
-                 section="dgp#dgp-paper-scale", **kw)
+    return Claim(
+        "dgp",
+        "Figure 1, Sec. 4",
+        f"{label} {model} − SGP",
+        "paired test log-lik difference, mean over the splits run (nats)",
+        "DGP never worse than SGP",
+        target=0.0,
+        tolerance=0.01,
+        direction="at least",
+        sources=files,
+        ours=lambda r: uci_paired_mean(r, dataset, model),
+        section="dgp#dgp-paper-scale",
+        **kw,
+    )
 
 
 def _uci_files(dataset: str) -> tuple[str, ...]:
@@ -999,46 +1056,151 @@ def _uci_files(dataset: str) -> tuple[str, ...]:
 
 
 CLAIMS = [
-    *(_never_worse(d, label, _uci_files(d), m) for d, label in (
-        ("bostonHousing", "boston"), ("concrete", "concrete"), ("energy", "energy"),
-        ("wine-quality-red", "wine"), ("power-plant", "power")) for m in ("DGP 2", "DGP 3")),
+    *(
+        _never_worse(d, label, _uci_files(d), m)
+        for d, label in (
+            ("bostonHousing", "boston"),
+            ("concrete", "concrete"),
+            ("energy", "energy"),
+            ("wine-quality-red", "wine"),
+            ("power-plant", "power"),
+        )
+        for m in ("DGP 2", "DGP 3")
+    ),
     *(_never_worse("kin8nm", "kin8nm (notebook settings)", _KIN8NM, m) for m in ("DGP 2", "DGP 3")),
-    *(Claim("dgp", "Figure 1, Sec. 4", f"{d} {m} − SGP", "paired test log-lik difference (nats)",
-            "DGP never worse than SGP", expect="not run",
-            note="GPU-scale on this CPU; queued (issue: paper scale, finished)") for d in ("naval", "protein")
-      for m in ("DGP 2", "DGP 3")),
-    Claim("dgp", "Figure 1, Sec. 4", "kin8nm every DGP − SGP 500", "smallest test log-lik gain of DGP 2-5 "
-          "over SGP 500, split 0, notebook settings (nats)", "all DGPs beat SGP 500", target=0.0,
-          direction="at least", section="dgp#dgp-paper-scale",
-          sources=("results/dgp/dgp-kin8nm.json", "results/dgp/dgp-kin8nm.sgp500.json",
-                   "results/dgp/dgp-kin8nm.dgp4.json", "results/dgp/dgp-kin8nm.dgp5.json"),
-          ours=lambda r: min(uci_paired_mean(r, "kin8nm", m, "SGP 500") for m in ("DGP 2", "DGP 3", "DGP 4", "DGP 5"))),
-    *(Claim("dgp", "Figure 1, Sec. 4", f"{d} every DGP − SGP 500", "smallest test log-lik gain of DGP 2-5 "
-            "over SGP 500 (nats)", "all DGPs beat SGP 500", expect="not run",
-            note="SGP 500 and DGP 4-5 not run on this dataset (GPU-scale here)") for d in ("power", "protein")),
-    *(Claim("dgp", "authors' notebook", f"kin8nm {m}", "test log-lik, split 0, 5,000 steps, shared "
-            "lengthscale (nats)", v, tolerance=0.05, section="dgp#dgp-paper-scale",
-            ours=f"results/dgp/dgp-kin8nm.{part}.json:rows/model={m}/test_log_likelihood")
-      for m, v, part in (("SGP", 0.967, "shared-lengthscale"), ("SGP 500", 1.135, "shared-lengthscale-sgp500"),
-                         ("DGP 2", 1.302, "shared-lengthscale"), ("DGP 3", 1.330, "shared-lengthscale"))),
-    Claim("dgp", "Sec. 4 (MNIST)", "SGP", "test accuracy (%)", 97.48, tolerance=0.1, direction="at least",
-          ours=lambda r: 100 * r["results/dgp/dgp-mnist.sgp.json"]["rows"][0]["test_accuracy"],
-          sources=("results/dgp/dgp-mnist.sgp.json",), section="dgp#dgp-mnist", expect="not reproduced",
-          note="the single-layer GP falls short of the paper's accuracy; the ordering SGP < DGP 2 < DGP 3 holds"),
-    Claim("dgp", "Sec. 4 (MNIST)", "DGP 2", "test accuracy (%)", 98.06, tolerance=0.1, direction="at least",
-          ours=lambda r: 100 * r["results/dgp/dgp-mnist.dgp2.json"]["rows"][0]["test_accuracy"],
-          sources=("results/dgp/dgp-mnist.dgp2.json",), section="dgp#dgp-mnist"),
-    Claim("dgp", "Sec. 4 (MNIST)", "DGP 3", "test accuracy (%)", 98.11, tolerance=0.1, direction="at least",
-          ours=lambda r: 100 * r["results/dgp/dgp-mnist.dgp3.json"]["rows"][0]["test_accuracy"],
-          sources=("results/dgp/dgp-mnist.dgp3.json",), section="dgp#dgp-mnist"),
-    Claim("dgp", "Sec. 4 (MNIST)", "SGP 500", "test accuracy (%)", 97.9, expect="not run",
-          note="not run: a 500-inducing-point model is GPU-scale on this CPU"),
-    *(Claim("dgp", "Table 1", f"Rectangles-Images {m}", "test accuracy (%)", v, expect="not run",
-            note="the Rectangles-Images dataset is not among the book's data")
-      for m, v in (("DGP 2", 77.3), ("DGP 3", 77.8), ("DGP 4", 77.9))),
-    *(Claim("dgp", "Table 2", f"{d} SGP", "test RMSE", v, expect="not run",
-            note="the large-scale datasets (year, airline, taxi) are not among the book's data")
-      for d, v in (("year", 10.67), ("airline", 25.6), ("taxi", 337.5))),
+    *(
+        Claim(
+            "dgp",
+            "Figure 1, Sec. 4",
+            f"{d} {m} − SGP",
+            "paired test log-lik difference (nats)",
+            "DGP never worse than SGP",
+            expect="not run",
+            note="GPU-scale on this CPU; queued (issue: paper scale, finished)",
+        )
+        for d in ("naval", "protein")
+        for m in ("DGP 2", "DGP 3")
+    ),
+    Claim(
+        "dgp",
+        "Figure 1, Sec. 4",
+        "kin8nm every DGP − SGP 500",
+        "smallest test log-lik gain of DGP 2-5 over SGP 500, split 0, notebook settings (nats)",
+        "all DGPs beat SGP 500",
+        target=0.0,
+        direction="at least",
+        section="dgp#dgp-paper-scale",
+        sources=(
+            "results/dgp/dgp-kin8nm.json",
+            "results/dgp/dgp-kin8nm.sgp500.json",
+            "results/dgp/dgp-kin8nm.dgp4.json",
+            "results/dgp/dgp-kin8nm.dgp5.json",
+        ),
+        ours=lambda r: min(
+            uci_paired_mean(r, "kin8nm", m, "SGP 500") for m in ("DGP 2", "DGP 3", "DGP 4", "DGP 5")
+        ),
+    ),
+    *(
+        Claim(
+            "dgp",
+            "Figure 1, Sec. 4",
+            f"{d} every DGP − SGP 500",
+            "smallest test log-lik gain of DGP 2-5 over SGP 500 (nats)",
+            "all DGPs beat SGP 500",
+            expect="not run",
+            note="SGP 500 and DGP 4-5 not run on this dataset (GPU-scale here)",
+        )
+        for d in ("power", "protein")
+    ),
+    *(
+        Claim(
+            "dgp",
+            "authors' notebook",
+            f"kin8nm {m}",
+            "test log-lik, split 0, 5,000 steps, shared lengthscale (nats)",
+            v,
+            tolerance=0.05,
+            section="dgp#dgp-paper-scale",
+            ours=f"results/dgp/dgp-kin8nm.{part}.json:rows/model={m}/test_log_likelihood",
+        )
+        for m, v, part in (
+            ("SGP", 0.967, "shared-lengthscale"),
+            ("SGP 500", 1.135, "shared-lengthscale-sgp500"),
+            ("DGP 2", 1.302, "shared-lengthscale"),
+            ("DGP 3", 1.330, "shared-lengthscale"),
+        )
+    ),
+    Claim(
+        "dgp",
+        "Sec. 4 (MNIST)",
+        "SGP",
+        "test accuracy (%)",
+        97.48,
+        tolerance=0.1,
+        direction="at least",
+        ours=lambda r: 100 * r["results/dgp/dgp-mnist.sgp.json"]["rows"][0]["test_accuracy"],
+        sources=("results/dgp/dgp-mnist.sgp.json",),
+        section="dgp#dgp-mnist",
+        expect="not reproduced",
+        note="the single-layer GP falls short of the paper's accuracy; SGP < DGP 2 < DGP 3 holds",
+    ),
+    Claim(
+        "dgp",
+        "Sec. 4 (MNIST)",
+        "DGP 2",
+        "test accuracy (%)",
+        98.06,
+        tolerance=0.1,
+        direction="at least",
+        ours=lambda r: 100 * r["results/dgp/dgp-mnist.dgp2.json"]["rows"][0]["test_accuracy"],
+        sources=("results/dgp/dgp-mnist.dgp2.json",),
+        section="dgp#dgp-mnist",
+    ),
+    Claim(
+        "dgp",
+        "Sec. 4 (MNIST)",
+        "DGP 3",
+        "test accuracy (%)",
+        98.11,
+        tolerance=0.1,
+        direction="at least",
+        ours=lambda r: 100 * r["results/dgp/dgp-mnist.dgp3.json"]["rows"][0]["test_accuracy"],
+        sources=("results/dgp/dgp-mnist.dgp3.json",),
+        section="dgp#dgp-mnist",
+    ),
+    Claim(
+        "dgp",
+        "Sec. 4 (MNIST)",
+        "SGP 500",
+        "test accuracy (%)",
+        97.9,
+        expect="not run",
+        note="not run: a 500-inducing-point model is GPU-scale on this CPU",
+    ),
+    *(
+        Claim(
+            "dgp",
+            "Table 1",
+            f"Rectangles-Images {m}",
+            "test accuracy (%)",
+            v,
+            expect="not run",
+            note="the Rectangles-Images dataset is not among the book's data",
+        )
+        for m, v in (("DGP 2", 77.3), ("DGP 3", 77.8), ("DGP 4", 77.9))
+    ),
+    *(
+        Claim(
+            "dgp",
+            "Table 2",
+            f"{d} SGP",
+            "test RMSE",
+            v,
+            expect="not run",
+            note="the large-scale datasets (year, airline, taxi) are not among the book's data",
+        )
+        for d, v in (("year", 10.67), ("airline", 25.6), ("taxi", 337.5))
+    ),
 ]
 
 

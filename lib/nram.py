@@ -1272,8 +1272,11 @@ def run_nram_hard(config: dict) -> list:
 from lib.toolkit import Claim
 
 _NRAM_FILES = {
-    "access": ("access",), "increment": ("increment-seed0", "increment-seed1", "increment-seed2"),
-    "copy": ("copy-seed0", "copy-seed1"), "reverse": ("reverse-seed0", "reverse-seeds1-2"), "swap": ("swap-seed0",),
+    "access": ("access",),
+    "increment": ("increment-seed0", "increment-seed1", "increment-seed2"),
+    "copy": ("copy-seed0", "copy-seed1"),
+    "reverse": ("reverse-seed0", "reverse-seeds1-2"),
+    "swap": ("swap-seed0",),
 }
 
 
@@ -1283,25 +1286,63 @@ def _best_seed(records: dict, measure) -> float:
 
 
 _MEASURES = {
-    "train error": ("error at the longest training length, best seed", lambda row: row["error_at_max_length"]),
-    "generalisation": ("largest error over lengths up to 50, best seed",
-                       lambda row: max(g["error"] for g in row["generalisation"])),
-    "discretisation": ("largest error of the discretised machine over lengths up to 50, best seed",
-                       lambda row: max(g["error_discrete"] for g in row["generalisation"])),
+    "train error": (
+        "error at the longest training length, best seed",
+        lambda row: row["error_at_max_length"],
+    ),
+    "generalisation": (
+        "largest error over lengths up to 50, best seed",
+        lambda row: max(g["error"] for g in row["generalisation"]),
+    ),
+    "discretisation": (
+        "largest error of the discretised machine over lengths up to 50, best seed",
+        lambda row: max(g["error_discrete"] for g in row["generalisation"]),
+    ),
 }
-_NOT_LEARNED = {"reverse": "no seed run learned Reverse beyond its curriculum's first levels (Section 8)",
-                "swap": "Swap was not learned in the seeds and settings searched (Section 8)"}
+_NOT_LEARNED = {
+    "reverse": "no seed run learned Reverse beyond its curriculum's first levels (Section 8)",
+    "swap": "Swap was not learned in the seeds and settings searched (Section 8)",
+}
 CLAIMS = [
-    *(Claim("nram", "Table 1", f"{task.capitalize()} ({column})", quantity, "0" if column == "train error" else
-            "perfect", target=0.0, direction="at most", section="nram#nram-paper-scale",
+    *(
+        Claim(
+            "nram",
+            "Table 1",
+            f"{task.capitalize()} ({column})",
+            quantity,
+            "0" if column == "train error" else "perfect",
+            target=0.0,
+            direction="at most",
+            section="nram#nram-paper-scale",
             sources=tuple(f"results/nram/nram.{part}.json" for part in parts),
             ours=lambda r, m=measure: _best_seed(r, m),
-            **({"expect": "not reproduced", "note": _NOT_LEARNED[task]} if task in _NOT_LEARNED else {}))
-      for task, parts in _NRAM_FILES.items() for column, (quantity, measure) in _MEASURES.items()),
-    *(Claim("nram", "Table 1", f"{task} (train error)", "training error at the paper's lengths", value,
-            expect="not run", note="the hard tasks have not been run at the paper's scale")
-      for task, value in (("Permutation", "0"), ("ListK", "0"), ("ListSearch", "0"), ("Merge", "1%"),
-                          ("WalkBST", "0.3%"))),
+            **(
+                {"expect": "not reproduced", "note": _NOT_LEARNED[task]}
+                if task in _NOT_LEARNED
+                else {}
+            ),
+        )
+        for task, parts in _NRAM_FILES.items()
+        for column, (quantity, measure) in _MEASURES.items()
+    ),
+    *(
+        Claim(
+            "nram",
+            "Table 1",
+            f"{task} (train error)",
+            "training error at the paper's lengths",
+            value,
+            expect="not run",
+            note="the hard tasks have not been run at the paper's scale",
+        )
+        for task, value in (
+            ("Permutation", "0"),
+            ("ListK", "0"),
+            ("ListSearch", "0"),
+            ("Merge", "1%"),
+            ("WalkBST", "0.3%"),
+        )
+    ),
 ]
 
 

@@ -646,10 +646,15 @@ def _git_state(root=None) -> dict:
     try:
         root = root or project_root()
         git = ["git", "-C", str(root)]
-        sha = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-        diff = subprocess.run(git + ["diff", "HEAD", "--", ".", ":(exclude)results"], capture_output=True,
-                              text=True, check=True).stdout
+        sha = subprocess.run(
+            git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        diff = subprocess.run(
+            git + ["diff", "HEAD", "--", ".", ":(exclude)results"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     except Exception:
         return state
     state["git_commit"] = sha + ("-dirty" if diff else "")
@@ -664,14 +669,28 @@ def provenance() -> dict:
     import importlib.metadata as md
 
     versions = {"python": platform.python_version()}
-    for pkg in ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "scipy", "rederived"):
+    for pkg in (
+        "jax",
+        "jaxlib",
+        "flax",
+        "optax",
+        "orbax-checkpoint",
+        "numpy",
+        "scipy",
+        "rederived",
+    ):
         try:
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             pass
     devices = jax.devices()
-    device = {"platform": devices[0].platform, "kind": devices[0].device_kind, "count": len(devices),
-              "machine": platform.machine(), "cpus": os.cpu_count()}
+    device = {
+        "platform": devices[0].platform,
+        "kind": devices[0].device_kind,
+        "count": len(devices),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+    }
     return {**_git_state(), "device": device, "versions": versions}
 
 
@@ -681,7 +700,9 @@ SELECTORS = ("datasets", "splits", "split", "models", "tasks", "seeds", "seed", 
 def _is_selection(key: str, preset_value, value) -> bool:
     """Whether setting `key` to `value` picks a part of the preset's run instead of changing it."""
     if key in ("seed", "seeds", "split", "splits"):
-        return True  # which seeds or splits: more samples of the same configuration, not another one
+        return (
+            True  # which seeds or splits: more samples of the same configuration, not another one
+        )
     if isinstance(preset_value, list) and isinstance(value, list):
         return all(v in preset_value for v in value)  # a subset of the preset's grid
     return preset_value == "all" and key in SELECTORS and isinstance(value, list)
@@ -709,10 +730,15 @@ def compare_to_preset(preset_config: dict, config: dict) -> tuple[dict, dict]:
 
 
 def run_kind(record: dict) -> str:
-    """How a results record relates to its preset: "reduced run", "part of the paper run" or "paper run"."""
+    """How a results record relates to its preset: "reduced run (...)", "part of the paper run" or
+    "paper run"."""
     if record.get("deviations"):
         return "reduced run (" + ", ".join(sorted(record["deviations"])) + ")"
-    return f"part of the {record.get('preset')} run" if record.get("selection") else f"{record.get('preset')} run"
+    return (
+        f"part of the {record.get('preset')} run"
+        if record.get("selection")
+        else f"{record.get('preset')} run"
+    )
 
 
 def _parse_value(text: str):
@@ -722,9 +748,15 @@ def _parse_value(text: str):
         return text
 
 
-def run_experiment(name: str, preset: str = "book", overrides: dict | None = None,
-                   results_dir: str | os.PathLike = "results", command: str | None = None,
-                   part: str | None = None, resume: bool = True) -> dict:
+def run_experiment(
+    name: str,
+    preset: str = "book",
+    overrides: dict | None = None,
+    results_dir: str | os.PathLike = "results",
+    command: str | None = None,
+    part: str | None = None,
+    resume: bool = True,
+) -> dict:
     """Run registered experiment `name` and write results/<chapter>/<name>.json; return the record.
 
     overrides: keys of the preset to change. The record says how the run relates to its preset
@@ -741,7 +773,9 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
     if part is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", part):
         raise ValueError(f"part must be letters, digits, '-' or '_', got {part!r}")
     if name not in EXPERIMENTS:
-        raise ValueError(f"no experiment {name!r}; registered: {', '.join(sorted(EXPERIMENTS)) or 'none'}")
+        raise ValueError(
+            f"no experiment {name!r}; registered: {', '.join(sorted(EXPERIMENTS)) or 'none'}"
+        )
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
     exp = EXPERIMENTS[name]
@@ -754,7 +788,13 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     origin = provenance()  # taken before the run: the code that runs is the code of this commit
     stem = f"{name}.{part}" if part else name
-    run = _open_run(Path(results_dir) / ".checkpoints" / exp.chapter / stem, preset, config, origin, fresh=not resume)
+    run = _open_run(
+        Path(results_dir) / ".checkpoints" / exp.chapter / stem,
+        preset,
+        config,
+        origin,
+        fresh=not resume,
+    )
     began = time.perf_counter()
     _RUNS.append(run)
     try:
@@ -766,8 +806,10 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
     record = {
         "experiment": name,
         "chapter": exp.chapter,
-        "command": command or f"python -m lib {name} --preset {preset}"
-        + "".join(f" --set {k}={json.dumps(v)}" for k, v in overrides.items()) + (f" --part {part}" if part else ""),
+        "command": command
+        or f"python -m lib {name} --preset {preset}"
+        + "".join(f" --set {k}={json.dumps(v)}" for k, v in overrides.items())
+        + (f" --part {part}" if part else ""),
         "preset": preset,
         "reduced": bool(deviations),
         "selection": selection,
@@ -790,8 +832,9 @@ def run_experiment(name: str, preset: str = "book", overrides: dict | None = Non
     return record
 
 
-def load_results(chapter: str, name: str, results_dir: str | os.PathLike | None = None,
-                 part: str | None = None) -> dict | None:
+def load_results(
+    chapter: str, name: str, results_dir: str | os.PathLike | None = None, part: str | None = None
+) -> dict | None:
     """The record of results/<chapter>/<name>.json, or <name>.<part>.json (None if not made).
 
     results_dir: default, the results/ folder of the checkout (see project_root).
@@ -807,12 +850,14 @@ def load_results(chapter: str, name: str, results_dir: str | os.PathLike | None 
 
 
 def require_results(chapter: str, name: str, part: str | None = None, results_dir=None) -> dict:
-    """load_results, but a missing file is an error (a chapter's paper-scale cell must fail without it)."""
+    """load_results, but a missing file is an error: a chapter's paper-scale cell fails without it."""
     record = load_results(chapter, name, results_dir, part=part)
     if record is None:
         stem = f"{name}.{part}" if part else name
-        raise FileNotFoundError(f"results/{chapter}/{stem}.json is missing: the chapter's text gives the "
-                                f"`python -m lib {name} --preset paper ...` command that makes it")
+        raise FileNotFoundError(
+            f"results/{chapter}/{stem}.json is missing: the chapter's text gives the "
+            f"`python -m lib {name} --preset paper ...` command that makes it"
+        )
     return record
 
 
@@ -826,9 +871,15 @@ class Table:
     def __init__(self, rows, columns=None, formats=None, caption: str = ""):
         rows = list(rows)
         if columns is None:
-            columns = list(dict.fromkeys(k for r in rows for k in r)) if rows and isinstance(rows[0], dict) else []
+            columns = (
+                list(dict.fromkeys(k for r in rows for k in r))
+                if rows and isinstance(rows[0], dict)
+                else []
+            )
         self.columns, self.formats, self.caption = list(columns), dict(formats or {}), caption
-        self.rows = [[r.get(c) for c in self.columns] if isinstance(r, dict) else list(r) for r in rows]
+        self.rows = [
+            [r.get(c) for c in self.columns] if isinstance(r, dict) else list(r) for r in rows
+        ]
 
     def _cell(self, column, value) -> str:
         if value is None:
@@ -838,7 +889,9 @@ class Table:
         return str(value)
 
     def __repr__(self) -> str:
-        cells = [self.columns] + [[self._cell(c, v) for c, v in zip(self.columns, row)] for row in self.rows]
+        cells = [self.columns] + [
+            [self._cell(c, v) for c, v in zip(self.columns, row)] for row in self.rows
+        ]
         width = [max(len(r[i]) for r in cells) for i in range(len(self.columns))]
         lines = ["  ".join(x.rjust(w) for x, w in zip(row, width)) for row in cells]
         return "\n".join(([self.caption] if self.caption else []) + lines)
@@ -847,10 +900,19 @@ class Table:
         import html
 
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(self._cell(c, v))}</td>" for c, v in zip(self.columns, row))
-                       + "</tr>" for row in self.rows)
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(self._cell(c, v))}</td>" for c, v in zip(self.columns, row)
+            )
+            + "</tr>"
+            for row in self.rows
+        )
         caption = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
-        return f'<table class="lib-table">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        return (
+            f'<table class="lib-table">{caption}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>"
+        )
 
 
 def glue(name: str, value, display: bool = False) -> None:
@@ -881,17 +943,30 @@ def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else list(argv)
     if args_in[:1] == ["scorecard"]:
         return scorecard_main(args_in[1:])  # defined with the reproduction record below
-    parser = argparse.ArgumentParser(prog="python -m lib", description="Run the book's paper-scale experiments "
-                                     "(`python -m lib scorecard [--json]`: what reproduces).")
+    parser = argparse.ArgumentParser(
+        prog="python -m lib",
+        description="Run the book's paper-scale experiments "
+        "(`python -m lib scorecard [--json]`: what reproduces).",
+    )
     parser.add_argument("experiment", nargs="?", help="experiment name (omit to list them)")
     parser.add_argument("--preset", choices=PRESETS, default="paper")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one setting (JSON value): a selection of the preset's splits, seeds, "
-                        "models... makes the run a part of it, any other change a deviation (reduced)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one setting (JSON value): a selection of the preset's splits, seeds, "
+        "models... makes the run a part of it, any other change a deviation (reduced)",
+    )
     parser.add_argument("--results-dir", default="results")
-    parser.add_argument("--part", help="name of this piece of a run made in pieces: writes NAME.PART.json")
-    parser.add_argument("--fresh", action="store_true",
-                        help="discard what an interrupted run of this experiment left, instead of resuming it")
+    parser.add_argument(
+        "--part", help="name of this piece of a run made in pieces: writes NAME.PART.json"
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="discard what an interrupted run of this experiment left, instead of resuming it",
+    )
     args = parser.parse_args(args_in)
     if args.experiment is None:
         print("experiments (python -m lib NAME --preset {book,paper}):")
@@ -908,8 +983,15 @@ def main(argv: list[str] | None = None) -> int:
         overrides[k] = _parse_value(v)
     command = "python -m lib " + " ".join(args_in)
     try:
-        record = run_experiment(args.experiment, args.preset, overrides, args.results_dir, command, args.part,
-                                resume=not args.fresh)
+        record = run_experiment(
+            args.experiment,
+            args.preset,
+            overrides,
+            args.results_dir,
+            command,
+            args.part,
+            resume=not args.fresh,
+        )
     except ValueError as err:
         parser.error(str(err))
     print(f"wrote {record['path']} ({record['wall_seconds']:.1f} s)")
@@ -1071,20 +1153,33 @@ class Claim:
             raise ValueError(f"Claim.direction must be one of {DIRECTIONS}, got {self.direction!r}")
         if self.expect not in STATUSES:
             raise ValueError(f"Claim.expect must be one of {STATUSES}, got {self.expect!r}")
-        if not (isinstance(self.tolerance, (int, float)) and np.isfinite(self.tolerance)
-                and self.tolerance >= 0):
-            raise ValueError(f"Claim.tolerance must be a finite number >= 0, got {self.tolerance!r}")
+        if not (
+            isinstance(self.tolerance, (int, float))
+            and np.isfinite(self.tolerance)
+            and self.tolerance >= 0
+        ):
+            raise ValueError(
+                f"Claim.tolerance must be a finite number >= 0, got {self.tolerance!r}"
+            )
         if self.ours is None:
             if self.expect != "not run" or not self.note:
-                raise ValueError(f"claim {self.item!r} ({self.where}) names no result: it must expect "
-                                 "'not run' and say why in `note`")
+                raise ValueError(
+                    f"claim {self.item!r} ({self.where}) names no result: it must expect "
+                    "'not run' and say why in `note`"
+                )
         elif isinstance(self.ours, str):
             if ":" not in self.ours or not self.ours.startswith("results/"):
-                raise ValueError(f"Claim.ours must be 'results/...json:key/path', got {self.ours!r}")
+                raise ValueError(
+                    f"Claim.ours must be 'results/...json:key/path', got {self.ours!r}"
+                )
         elif not self.sources:
-            raise ValueError(f"claim {self.item!r}: a function in `ours` needs the files it reads in `sources`")
+            raise ValueError(
+                f"claim {self.item!r}: a function in `ours` needs the files it reads in `sources`"
+            )
         if self.expect != "reproduced" and not self.note:
-            raise ValueError(f"claim {self.item!r} ({self.where}) expects {self.expect!r}: say why in `note`")
+            raise ValueError(
+                f"claim {self.item!r} ({self.where}) expects {self.expect!r}: say why in `note`"
+            )
         if self.ours is not None and self.compared_with() is None:
             raise ValueError(f"claim {self.item!r}: paper_value is not a number, so give `target`")
 
@@ -1100,15 +1195,19 @@ class Claim:
 
 
 def read_key_path(record, path: str):
-    """record's value at "a/b/0/model=SGP/c": keys, list positions, or the one row with field=value."""
+    """record's value at "a/b/0/model=SGP/c": keys, list positions, or the row with field=value."""
     value = record
     for step in [s for s in path.split("/") if s]:
         if isinstance(value, list):
             if "=" in step:
                 field, want = step.split("=", 1)
-                hits = [row for row in value if isinstance(row, dict) and str(row.get(field)) == want]
+                hits = [
+                    row for row in value if isinstance(row, dict) and str(row.get(field)) == want
+                ]
                 if len(hits) != 1:
-                    raise KeyError(f"{path!r}: {len(hits)} rows with {field} = {want!r}, expected one")
+                    raise KeyError(
+                        f"{path!r}: {len(hits)} rows with {field} = {want!r}, expected one"
+                    )
                 value = hits[0]
             else:
                 value = value[int(step)]
@@ -1140,8 +1239,10 @@ def evaluate(claim: Claim, root=None) -> dict:
     for rel in files:
         path = root / rel
         if not path.is_file():
-            raise FileNotFoundError(f"claim {claim.paper} / {claim.where} / {claim.item}: results file "
-                                    f"{rel} is missing (the command in its chapter makes it)")
+            raise FileNotFoundError(
+                f"claim {claim.paper} / {claim.where} / {claim.item}: results file "
+                f"{rel} is missing (the command in its chapter makes it)"
+            )
         records[rel] = json.loads(path.read_text())
     ours = None
     if claim.ours is None:
@@ -1154,23 +1255,41 @@ def evaluate(claim: Claim, root=None) -> dict:
             ours = claim.ours(records)
         ours = float(ours)
         t, tol = claim.compared_with(), claim.tolerance
-        ok = {"two-sided": abs(ours - t) <= tol, "at least": ours >= t - tol,
-              "at most": ours <= t + tol}[claim.direction]
+        ok = {
+            "two-sided": abs(ours - t) <= tol,
+            "at least": ours >= t - tol,
+            "at most": ours <= t + tol,
+        }[claim.direction]
         status = "reproduced" if (np.isfinite(ours) and ok) else "not reproduced"
     reduced = sorted(rel for rel, rec in records.items() if rec.get("reduced"))
-    return {"paper": claim.paper, "where": claim.where, "item": claim.item, "quantity": claim.quantity,
-            "paper_value": claim.paper_value, "paper_error": claim.paper_error, "ours": ours,
-            "tolerance": _format_tolerance(claim), "status": status, "expect": claim.expect,
-            "source": list(files), "reduced": reduced, "section": claim.section, "note": claim.note,
-            "digits": claim.digits}
+    return {
+        "paper": claim.paper,
+        "where": claim.where,
+        "item": claim.item,
+        "quantity": claim.quantity,
+        "paper_value": claim.paper_value,
+        "paper_error": claim.paper_error,
+        "ours": ours,
+        "tolerance": _format_tolerance(claim),
+        "status": status,
+        "expect": claim.expect,
+        "source": list(files),
+        "reduced": reduced,
+        "section": claim.section,
+        "note": claim.note,
+        "digits": claim.digits,
+    }
 
 
 def check_claims(claims, root=None) -> list[dict]:
-    """Evaluate `claims`; raise AssertionError listing every claim whose status is not the stated one."""
+    """Evaluate `claims`; raise AssertionError listing each claim whose status is not the stated one."""
     records = [evaluate(c, root) for c in claims]
-    wrong = [f"{r['paper']} / {r['where']} / {r['item']}: {r['status']} (ours {r['ours']}, "
-             f"tolerance {r['tolerance']}), the book states {r['expect']}" for r in records
-             if r["status"] != r["expect"]]
+    wrong = [
+        f"{r['paper']} / {r['where']} / {r['item']}: {r['status']} (ours {r['ours']}, "
+        f"tolerance {r['tolerance']}), the book states {r['expect']}"
+        for r in records
+        if r["status"] != r["expect"]
+    ]
     if wrong:
         raise AssertionError("claims whose status changed:\n  " + "\n  ".join(wrong))
     return records
@@ -1195,7 +1314,9 @@ def scorecard(root=None, papers=None) -> list[dict]:
 
 def scorecard_counts(records) -> dict:
     """{paper: {status: count}} over `records` (every status present, zeros included)."""
-    counts = {p: dict.fromkeys(STATUSES, 0) for p in PAPERS if any(r["paper"] == p for r in records)}
+    counts = {
+        p: dict.fromkeys(STATUSES, 0) for p in PAPERS if any(r["paper"] == p for r in records)
+    }
     for r in records:
         counts[r["paper"]][r["status"]] += 1
     return counts
@@ -1206,16 +1327,18 @@ def _format_value(value, digits: int) -> str:
         return "–"
     if isinstance(value, str):
         return value
-    return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:,.0f}"
+    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
 
 
 def _paper_cell(r: dict) -> str:
     text = _format_value(r["paper_value"], r["digits"])
-    return text + (f" ± {_format_value(r['paper_error'], r['digits'])}" if r["paper_error"] is not None else "")
+    return text + (
+        f" ± {_format_value(r['paper_error'], r['digits'])}" if r["paper_error"] is not None else ""
+    )
 
 
 class ScorecardTable:
-    """Records of `evaluate` as a table: HTML in a notebook (links to the evidence), text elsewhere."""
+    """Records of `evaluate` as a table: HTML in a notebook (links to evidence), text elsewhere."""
 
     def __init__(self, records, page: str = ""):
         self.records, self.page = list(records), page
@@ -1228,29 +1351,62 @@ class ScorecardTable:
 
     def __repr__(self) -> str:
         head = ("paper", "where", "item", "paper value", "ours", "tolerance", "status")
-        rows = [head] + [(r["paper"], r["where"], r["item"], _paper_cell(r), _format_value(r["ours"], r["digits"])
-                          + ("*" if r["reduced"] else ""), r["tolerance"], r["status"]) for r in self.records]
+        rows = [head] + [
+            (
+                r["paper"],
+                r["where"],
+                r["item"],
+                _paper_cell(r),
+                _format_value(r["ours"], r["digits"]) + ("*" if r["reduced"] else ""),
+                r["tolerance"],
+                r["status"],
+            )
+            for r in self.records
+        ]
         rows = [tuple(str(x)[:40] for x in row) for row in rows]
         width = [max(len(row[i]) for row in rows) for i in range(len(head))]
         text = ["  ".join(x.ljust(w) for x, w in zip(row, width)).rstrip() for row in rows]
-        return "\n".join(text + ["* rests on a reduced run (see the results file's deviations)", self.summary()])
+        return "\n".join(
+            text + ["* rests on a reduced run (see the results file's deviations)", self.summary()]
+        )
 
     def _repr_html_(self) -> str:
         import html
 
         colour = {"reproduced": "#1a7f37", "not reproduced": "#cf222e", "not run": "#6e7781"}
-        out = ['<table class="scorecard"><thead><tr>' + "".join(
-            f"<th>{h}</th>" for h in ("Where", "Item", "Quantity", "Paper", "Ours", "Tolerance", "Status",
-                                     "Evidence")) + "</tr></thead><tbody>"]
+        out = [
+            '<table class="scorecard"><thead><tr>'
+            + "".join(
+                f"<th>{h}</th>"
+                for h in (
+                    "Where",
+                    "Item",
+                    "Quantity",
+                    "Paper",
+                    "Ours",
+                    "Tolerance",
+                    "Status",
+                    "Evidence",
+                )
+            )
+            + "</tr></thead><tbody>"
+        ]
         for r in self.records:
             ours = _format_value(r["ours"], r["digits"])
             if r["reduced"]:
-                ours += '<sup title="rests on a reduced run: ' + html.escape(", ".join(r["reduced"])) + '">*</sup>'
+                ours += (
+                    '<sup title="rests on a reduced run: '
+                    + html.escape(", ".join(r["reduced"]))
+                    + '">*</sup>'
+                )
             chapter, _, label = r["section"].partition("#")
             link = ""
             if chapter:
-                target = ("" if chapter == self.page else f"{chapter}.html") + (f"#{label}" if label else "")
-                link = f'<a href="{html.escape(target)}">{html.escape(chapter)}{" §" if label else ""}</a> '
+                target = ("" if chapter == self.page else f"{chapter}.html") + (
+                    f"#{label}" if label else ""
+                )
+                mark = " §" if label else ""
+                link = f'<a href="{html.escape(target)}">{html.escape(chapter)}{mark}</a> '
             evidence = link + html.escape(r["note"])
             sources = html.escape(", ".join(r["source"]))
             out.append(
@@ -1258,18 +1414,25 @@ class ScorecardTable:
                 f"<td>{html.escape(r['quantity'])}</td><td>{html.escape(_paper_cell(r))}</td>"
                 f'<td title="{sources}">{ours}</td><td>{html.escape(r["tolerance"])}</td>'
                 f'<td style="color:{colour[r["status"]]};font-weight:bold">{r["status"]}</td>'
-                f"<td>{evidence}</td></tr>")
-        out.append(f"</tbody></table><p><em>{html.escape(self.summary())}.</em> "
-                   "* rests on a reduced run (its results file lists the deviations).</p>")
+                f"<td>{evidence}</td></tr>"
+            )
+        out.append(
+            f"</tbody></table><p><em>{html.escape(self.summary())}.</em> "
+            "* rests on a reduced run (its results file lists the deviations).</p>"
+        )
         return "".join(out)
 
 
 def scorecard_main(argv: list[str]) -> int:
     """`python -m lib scorecard [--json] [--paper NAME]`: every claim's status, from results/."""
-    parser = argparse.ArgumentParser(prog="python -m lib scorecard",
-                                     description="The reproduction record: every claim of the book and its status.")
+    parser = argparse.ArgumentParser(
+        prog="python -m lib scorecard",
+        description="The reproduction record: every claim of the book and its status.",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON list of the records")
-    parser.add_argument("--paper", action="append", choices=PAPERS, help="only these papers (repeatable)")
+    parser.add_argument(
+        "--paper", action="append", choices=PAPERS, help="only these papers (repeatable)"
+    )
     args = parser.parse_args(argv)
     records = scorecard(papers=args.paper)
     if args.json:

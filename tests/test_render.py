@@ -22,6 +22,7 @@ PAGES = {
     "book/toolkit.html": (True, True, "book/toolkit.ipynb"),
     "book/dgp.html": (True, True, "book/dgp.ipynb"),
     "book/performance.html": (True, True, "book/performance.ipynb"),
+    "book/reproduces.html": (False, False, "book/reproduces.ipynb"),
 }
 
 
@@ -92,3 +93,14 @@ def test_page_renders(site, browser, page):
     shot = ROOT / "_build" / f"screenshot-{Path(page).stem}.png"
     browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000
+
+
+def test_the_scorecard_and_the_glued_numbers_render(site, browser):
+    browser.get(site + "book/reproduces.html")
+    rows = browser.execute_script("return document.querySelectorAll('table.scorecard tbody tr').length")
+    assert rows >= 60, f"the scorecard shows {rows} records"
+    for page in ("book/darn.html", "book/partition.html", "book/dgp.html", "book/nram.html"):
+        browser.get(site + page)
+        text = browser.execute_script("return document.body.innerText")
+        assert "{glue" not in text and "{paper}" not in text and "{setting}" not in text, page
+        assert browser.execute_script("return document.querySelectorAll('table.scorecard').length") == 1, page

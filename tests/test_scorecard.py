@@ -1,5 +1,5 @@
-"""The reproduction record: claims, their statuses from results/, the scorecard CLI, the README's counts,
-and the provenance every results file carries."""
+"""The reproduction record: claims, their statuses from results/, the scorecard CLI, the README's
+counts, and the provenance every results file carries."""
 
 import json
 import re
@@ -22,8 +22,14 @@ def _write(root: Path, rel: str, record: dict) -> None:
 
 # ---------------------------------------------------------------- the mechanism, on files made here
 
+
 def test_read_key_path_indexes_keys_positions_and_rows():
-    record = {"rows": [{"model": "SGP", "acc": 0.9}, {"model": "DGP 2", "acc": 0.95, "deep": {"x": [1, 2]}}]}
+    record = {
+        "rows": [
+            {"model": "SGP", "acc": 0.9},
+            {"model": "DGP 2", "acc": 0.95, "deep": {"x": [1, 2]}},
+        ]
+    }
     assert T.read_key_path(record, "rows/1/acc") == 0.95
     assert T.read_key_path(record, "rows/model=SGP/acc") == 0.9
     assert T.read_key_path(record, "rows/model=DGP 2/deep/x/1") == 2
@@ -33,16 +39,35 @@ def test_read_key_path_indexes_keys_positions_and_rows():
         T.read_key_path(record, "rows/0/nope")
 
 
-@pytest.mark.parametrize("direction, ours, status", [
-    ("two-sided", 10.4, "reproduced"), ("two-sided", 9.4, "not reproduced"), ("two-sided", 10.6, "not reproduced"),
-    ("at least", 9.6, "reproduced"), ("at least", 9.4, "not reproduced"), ("at least", 99.0, "reproduced"),
-    ("at most", 10.5, "reproduced"), ("at most", 10.6, "not reproduced"), ("at most", -99.0, "reproduced"),
-    ("two-sided", float("nan"), "not reproduced"),
-])
+@pytest.mark.parametrize(
+    "direction, ours, status",
+    [
+        ("two-sided", 10.4, "reproduced"),
+        ("two-sided", 9.4, "not reproduced"),
+        ("two-sided", 10.6, "not reproduced"),
+        ("at least", 9.6, "reproduced"),
+        ("at least", 9.4, "not reproduced"),
+        ("at least", 99.0, "reproduced"),
+        ("at most", 10.5, "reproduced"),
+        ("at most", 10.6, "not reproduced"),
+        ("at most", -99.0, "reproduced"),
+        ("two-sided", float("nan"), "not reproduced"),
+    ],
+)
 def test_evaluate_compares_in_the_claims_direction(tmp_path, direction, ours, status):
     _write(tmp_path, "results/x/a.json", {"rows": [{"v": ours}]})
-    claim = T.Claim("dgp", "Table 9", "row", "v", 10.0, ours="results/x/a.json:rows/0/v", tolerance=0.5,
-                    direction=direction, expect=status, note="" if status == "reproduced" else "why")
+    claim = T.Claim(
+        "dgp",
+        "Table 9",
+        "row",
+        "v",
+        10.0,
+        ours="results/x/a.json:rows/0/v",
+        tolerance=0.5,
+        direction=direction,
+        expect=status,
+        note="" if status == "reproduced" else "why",
+    )
     record = T.evaluate(claim, tmp_path)
     assert record["status"] == status and record["source"] == ["results/x/a.json"]
     assert T.check_claims([claim], tmp_path)[0]["status"] == status
@@ -51,43 +76,83 @@ def test_evaluate_compares_in_the_claims_direction(tmp_path, direction, ours, st
 def test_a_function_of_several_files_a_reduced_source_and_not_run(tmp_path):
     _write(tmp_path, "results/x/a.json", {"rows": [{"v": 1.0}]})
     _write(tmp_path, "results/x/b.json", {"reduced": True, "rows": [{"v": 3.0}]})
-    both = T.Claim("ebp", "Sec. 5", "b - a", "gain", "b beats a", target=0.0, direction="at least",
-                   sources=("results/x/a.json", "results/x/b.json"),
-                   ours=lambda r: r["results/x/b.json"]["rows"][0]["v"] - r["results/x/a.json"]["rows"][0]["v"])
-    skipped = T.Claim("ebp", "Table 1", "AROW", "error %", 13.3, expect="not run", note="not implemented")
+    both = T.Claim(
+        "ebp",
+        "Sec. 5",
+        "b - a",
+        "gain",
+        "b beats a",
+        target=0.0,
+        direction="at least",
+        sources=("results/x/a.json", "results/x/b.json"),
+        ours=lambda r: (
+            r["results/x/b.json"]["rows"][0]["v"] - r["results/x/a.json"]["rows"][0]["v"]
+        ),
+    )
+    skipped = T.Claim(
+        "ebp", "Table 1", "AROW", "error %", 13.3, expect="not run", note="not implemented"
+    )
     got = T.check_claims([both, skipped], tmp_path)
-    assert got[0]["ours"] == 2.0 and got[0]["reduced"] == ["results/x/b.json"] and got[0]["tolerance"] == "≥ 0"
+    assert (
+        got[0]["ours"] == 2.0
+        and got[0]["reduced"] == ["results/x/b.json"]
+        and got[0]["tolerance"] == "≥ 0"
+    )
     assert got[1]["status"] == "not run" and got[1]["ours"] is None and got[1]["source"] == []
 
 
 def test_a_missing_results_file_is_an_error_not_a_not_run(tmp_path):
-    claim = T.Claim("darn", "Table 2", "nh = 9", "log p", -138.84, ours="results/darn/gone.json:rows/0/x")
+    claim = T.Claim(
+        "darn", "Table 2", "nh = 9", "log p", -138.84, ours="results/darn/gone.json:rows/0/x"
+    )
     with pytest.raises(FileNotFoundError, match="results/darn/gone.json is missing"):
         T.check_claims([claim], tmp_path)
 
 
 def test_check_claims_fails_when_a_status_changes(tmp_path):
     _write(tmp_path, "results/x/a.json", {"rows": [{"v": 5.0}]})
-    claim = T.Claim("nram", "Table 1", "Copy", "error", 0.0, ours="results/x/a.json:rows/0/v", direction="at most")
-    with pytest.raises(AssertionError, match="nram / Table 1 / Copy: not reproduced .* the book states reproduced"):
+    claim = T.Claim(
+        "nram",
+        "Table 1",
+        "Copy",
+        "error",
+        0.0,
+        ours="results/x/a.json:rows/0/v",
+        direction="at most",
+    )
+    with pytest.raises(
+        AssertionError, match="nram / Table 1 / Copy: not reproduced .* the book states reproduced"
+    ):
         T.check_claims([claim], tmp_path)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"paper": "gpt"}, "Claim.paper must be one of"),
-    ({"direction": "sideways"}, "Claim.direction must be one of"),
-    ({"expect": "maybe"}, "Claim.expect must be one of"),
-    ({"tolerance": -1.0}, "Claim.tolerance must be a finite number >= 0"),
-    ({"tolerance": float("nan")}, "Claim.tolerance must be a finite number >= 0"),
-    ({"ours": None}, "must expect 'not run' and say why"),
-    ({"ours": "rows/0/v"}, "Claim.ours must be 'results/...json:key/path'"),
-    ({"ours": lambda r: 0.0}, "needs the files it reads in `sources`"),
-    ({"expect": "not reproduced"}, "say why in `note`"),
-    ({"paper_value": "better", "target": None}, "paper_value is not a number, so give `target`"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"paper": "gpt"}, "Claim.paper must be one of"),
+        ({"direction": "sideways"}, "Claim.direction must be one of"),
+        ({"expect": "maybe"}, "Claim.expect must be one of"),
+        ({"tolerance": -1.0}, "Claim.tolerance must be a finite number >= 0"),
+        ({"tolerance": float("nan")}, "Claim.tolerance must be a finite number >= 0"),
+        ({"ours": None}, "must expect 'not run' and say why"),
+        ({"ours": "rows/0/v"}, "Claim.ours must be 'results/...json:key/path'"),
+        ({"ours": lambda r: 0.0}, "needs the files it reads in `sources`"),
+        ({"expect": "not reproduced"}, "say why in `note`"),
+        (
+            {"paper_value": "better", "target": None},
+            "paper_value is not a number, so give `target`",
+        ),
+    ],
+)
 def test_a_malformed_claim_is_refused_with_the_field_named(kwargs, message):
-    fields = dict(paper="dgp", where="Table 1", item="x", quantity="q", paper_value=1.0,
-                  ours="results/x/a.json:rows/0/v")
+    fields = dict(
+        paper="dgp",
+        where="Table 1",
+        item="x",
+        quantity="q",
+        paper_value=1.0,
+        ours="results/x/a.json:rows/0/v",
+    )
     fields.update(kwargs)
     with pytest.raises(ValueError, match=re.escape(message)):
         T.Claim(**fields)
@@ -95,17 +160,39 @@ def test_a_malformed_claim_is_refused_with_the_field_named(kwargs, message):
 
 def test_the_table_renders_as_html_and_text(tmp_path):
     _write(tmp_path, "results/x/a.json", {"reduced": True, "rows": [{"v": 0.9716}]})
-    records = T.check_claims([
-        T.Claim("dgp", "Sec. 4", "MNIST SGP", "accuracy", 0.9748, ours="results/x/a.json:rows/0/v", tolerance=0.001,
-                direction="at least", expect="not reproduced", note="short", section="dgp#dgp-mnist")], tmp_path)
+    records = T.check_claims(
+        [
+            T.Claim(
+                "dgp",
+                "Sec. 4",
+                "MNIST SGP",
+                "accuracy",
+                0.9748,
+                ours="results/x/a.json:rows/0/v",
+                tolerance=0.001,
+                direction="at least",
+                expect="not reproduced",
+                note="short",
+                section="dgp#dgp-mnist",
+            )
+        ],
+        tmp_path,
+    )
     table = T.ScorecardTable(records, page="dgp")
     html = table._repr_html_()
-    assert '<a href="#dgp-mnist">dgp §</a> short' in html and "not reproduced" in html and "<sup" in html
-    assert "0.9716*" in repr(table) and "dgp: 0 reproduced, 1 not reproduced, 0 not run" in repr(table)
+    assert (
+        '<a href="#dgp-mnist">dgp §</a> short' in html
+        and "not reproduced" in html
+        and "<sup" in html
+    )
+    assert "0.9716*" in repr(table) and "dgp: 0 reproduced, 1 not reproduced, 0 not run" in repr(
+        table
+    )
     assert 'href="dgp.html#dgp-mnist"' in T.ScorecardTable(records)._repr_html_()
 
 
 # ---------------------------------------------------------------- the book's own registries
+
 
 @pytest.fixture(scope="module")
 def book_records():
@@ -141,8 +228,10 @@ def test_the_readme_gives_the_scorecards_counts(book_records):
     readme = (ROOT / "README.md").read_text()
     counts = T.scorecard_counts(book_records)
     total = {s: sum(c[s] for c in counts.values()) for s in T.STATUSES}
-    said = re.search(r"scorecard holds (\d+) records: (\d+) reproduced, (\d+) not reproduced,\s+(\d+) not run",
-                     readme)
+    said = re.search(
+        r"scorecard holds (\d+) records: (\d+) reproduced, (\d+) not reproduced,\s+(\d+) not run",
+        readme,
+    )
     assert said, "README: the sentence 'the scorecard holds N records: ...' is missing"
     assert [int(x) for x in said.groups()] == [len(book_records), *(total[s] for s in T.STATUSES)]
     for paper, c in counts.items():
@@ -151,27 +240,51 @@ def test_the_readme_gives_the_scorecards_counts(book_records):
 
 
 def test_python_m_lib_scorecard_json():
-    out = subprocess.run([sys.executable, "-m", "lib", "scorecard", "--json"], capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "lib", "scorecard", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    ).stdout
     records = json.loads(out)
     assert len(records) >= 60
     for r in records:
-        assert {"paper", "where", "item", "quantity", "paper_value", "ours", "tolerance", "status",
-                "source"} <= set(r)
-    text = subprocess.run([sys.executable, "-m", "lib", "scorecard", "--paper", "nram"], capture_output=True,
-                          text=True, cwd=ROOT, check=True).stdout
+        assert {
+            "paper",
+            "where",
+            "item",
+            "quantity",
+            "paper_value",
+            "ours",
+            "tolerance",
+            "status",
+            "source",
+        } <= set(r)
+    text = subprocess.run(
+        [sys.executable, "-m", "lib", "scorecard", "--paper", "nram"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    ).stdout
     assert "Table 1" in text and "dgp " not in text
 
 
-# ---------------------------------------------------------------- provenance of the committed results
+# ------------------------------------------------------------ provenance of the committed results
+
 
 def test_every_results_file_says_how_it_relates_to_its_preset():
     for path in sorted((ROOT / "results").glob("*/*.json")):
         record = json.loads(path.read_text())
         rel = path.relative_to(ROOT)
-        assert "deviations" in record and "git_diff_sha256" in record, f"{rel}: run tools/migrate_results.py"
+        assert "deviations" in record and "git_diff_sha256" in record, (
+            f"{rel}: run tools/migrate_results.py"
+        )
         if record.get("preset") is not None:
             assert record["reduced"] == bool(record["deviations"]), rel
         if str(record["git_commit"]).endswith("-dirty"):
             diff = path.with_suffix(".diff")
-            assert (record["git_diff_sha256"] and diff.is_file()) or record.get("git_diff_note"), rel
+            assert (record["git_diff_sha256"] and diff.is_file()) or record.get("git_diff_note"), (
+                rel
+            )

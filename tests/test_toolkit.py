@@ -242,11 +242,11 @@ def test_git_state_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
 
 
 def test_compare_to_preset_tells_a_part_from_a_reduced_run():
-    preset = {"datasets": ["a", "b"], "splits": "all", "models": ["SGP", "DGP 2"], "steps": 10, "seed": 0,
-              "schedules": [[0.01, 1e3], [0.001, 1e5]]}
-    part = dict(preset, datasets=["b"], splits=[3], models=["DGP 2"], seed=4, schedules=[[0.001, 100000]])
-    assert T.compare_to_preset(preset, part) == (
-        {"datasets": ["b"], "splits": [3], "models": ["DGP 2"], "seed": 4, "schedules": [[0.001, 100000]]}, {})
+    preset = {"datasets": ["a", "b"], "splits": "all", "models": ["SGP", "DGP 2"], "steps": 10,
+              "seed": 0, "schedules": [[0.01, 1e3], [0.001, 1e5]]}
+    picked = {"datasets": ["b"], "splits": [3], "models": ["DGP 2"], "seed": 4,
+              "schedules": [[0.001, 100000]]}
+    assert T.compare_to_preset(preset, dict(preset, **picked)) == (picked, {})
     reduced = dict(preset, steps=5, models=["SGP 9"])
     reduced.pop("seed")
     assert T.compare_to_preset(preset, reduced) == ({}, {
@@ -519,3 +519,32 @@ def test_lapack_threads_follow_the_environment(root):
     out = subprocess.run([sys.executable, "-c", "import lib.toolkit"], capture_output=True, text=True, cwd=root,
                          env=dict(env, LIB_LAPACK_THREADS="none"))
     assert out.returncode != 0 and "LIB_LAPACK_THREADS must be" in out.stderr
+
+
+def test_table_renders_rows_as_html_and_aligned_text():
+    rows = [{"model": "SGP", "ll": 1.23456}, {"model": "DGP 2", "ll": None}]
+    table = T.Table(rows, formats={"ll": ".2f"}, caption="cap")
+    assert repr(table).splitlines() == ["cap", "model    ll", "  SGP  1.23", "DGP 2      "]
+    html = table._repr_html_()
+    assert "<caption>cap</caption>" in html and "<td>1.23</td>" in html and "<th>model</th>" in html
+    assert T.Table([[1, "a<b"]], columns=["n", "s"])._repr_html_().count("a&lt;b") == 1
+
+
+def test_require_results_names_the_missing_file(tmp_path):
+    (tmp_path / "ch").mkdir()
+    (tmp_path / "ch" / "exp.part.json").write_text('{"rows": [1]}')
+    assert T.require_results("ch", "exp", part="part", results_dir=tmp_path) == {"rows": [1]}
+    with pytest.raises(FileNotFoundError, match=r"results/ch/exp.other.json is missing"):
+        T.require_results("ch", "exp", part="other", results_dir=tmp_path)
+
+
+def test_run_kind_tells_paper_runs_parts_and_reduced_runs():
+    assert T.run_kind({"preset": "paper", "selection": {}, "deviations": {}}) == "paper run"
+    part = {"preset": "paper", "selection": {"splits": [0]}, "deviations": {}}
+    reduced = {"preset": "paper", "selection": {}, "deviations": {"steps": {}, "ard": {}}}
+    assert T.run_kind(part) == "part of the paper run"
+    assert T.run_kind(reduced) == "reduced run (ard, steps)"
+
+
+def test_glue_outside_a_notebook_does_nothing():
+    assert T.glue("x", np.float64(0.5)) is None

@@ -44,8 +44,10 @@ UNUSED_WITHOUT = {
     ("darn-mnist", "sparsity_weight"): "fdarn_hidden",
     ("darn-mnist", "mixture_iterations"): "mixture_components",
 }
-DIRTY_NOTE = ("recorded before runs kept their diff: the commit had uncommitted changes outside "
-              "results/ (code or chapter text) that are not known")
+DIRTY_NOTE = (
+    "recorded before runs kept their diff: the commit had uncommitted changes outside "
+    "results/ (code or chapter text) that are not known"
+)
 
 
 def migrate(record: dict, experiments: dict) -> dict:
@@ -74,8 +76,20 @@ def migrate(record: dict, experiments: dict) -> dict:
     if filled:
         out["migrated"] = {"by": "tools/migrate_results.py", "filled": filled}
     # keep the record's keys in the order a run writes them
-    order = ["experiment", "chapter", "command", "preset", "reduced", "selection", "deviations", "part"]
-    return {**{k: out[k] for k in order if k in out}, **{k: v for k, v in out.items() if k not in order}}
+    order = [
+        "experiment",
+        "chapter",
+        "command",
+        "preset",
+        "reduced",
+        "selection",
+        "deviations",
+        "part",
+    ]
+    return {
+        **{k: out[k] for k in order if k in out},
+        **{k: v for k, v in out.items() if k not in order},
+    }
 
 
 def main() -> int:
@@ -97,8 +111,11 @@ def main() -> int:
             if not args.check:
                 path.write_text(json.dumps(new, indent=1) + "\n")
     if args.check and stale:
-        print("results files without selection/deviations: run tools/migrate_results.py:",
-              *map(str, stale), sep="\n  ")
+        print(
+            "results files without selection/deviations: run tools/migrate_results.py:",
+            *map(str, stale),
+            sep="\n  ",
+        )
         return 1
     print(f"{'stale' if args.check else 'migrated'}: {len(stale)} file(s)")
     return 0
