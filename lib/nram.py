@@ -1206,6 +1206,16 @@ def run_nram_search(config: dict) -> list:
 
 
 # %% book/nram.md
+NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piece>.json
+    "access": ("access",),
+    "increment": ("increment-seed0", "increment-seed1", "increment-seed2"),
+    "copy": ("copy-seed0", "copy-seed1"),
+    "reverse": ("reverse-seed0", "reverse-seeds1-2"),
+    "swap": ("swap-seed0",),
+}
+
+
+# %% book/nram.md
 def swap_program(spec: NRAMSpec) -> Callable:
     """A hand-written policy that solves Swap in five timesteps (Sec. 8 of the chapter). Needs R >= 4 and the
     modules READ, ZERO, ONE, WRITE; the phase is read from the registers' zero tests."""
@@ -1271,14 +1281,6 @@ def run_nram_hard(config: dict) -> list:
 # %% book/nram.md
 from lib.toolkit import Claim
 
-_NRAM_FILES = {
-    "access": ("access",),
-    "increment": ("increment-seed0", "increment-seed1", "increment-seed2"),
-    "copy": ("copy-seed0", "copy-seed1"),
-    "reverse": ("reverse-seed0", "reverse-seeds1-2"),
-    "swap": ("swap-seed0",),
-}
-
 
 def _best_seed(records: dict, measure) -> float:
     """The smallest `measure(row)` over the seeds (rows) of the nram results files in `records`."""
@@ -1322,7 +1324,7 @@ CLAIMS = [
                 else {}
             ),
         )
-        for task, parts in _NRAM_FILES.items()
+        for task, parts in NRAM_PARTS.items()
         for column, (quantity, measure) in _MEASURES.items()
     ),
     *(
@@ -1362,6 +1364,7 @@ __all__ = [
     'NRAMResult',
     'NRAMSpec',
     'NRAM_CONFIGS',
+    'NRAM_PARTS',
     'PolicyController',
     'Run',
     'SEARCH_SPACE',
