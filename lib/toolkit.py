@@ -1144,7 +1144,7 @@ class Claim:
     expect: str = "reproduced"
     section: str = ""
     note: str = ""
-    digits: int = 5
+    digits: int = 4
 
     def __post_init__(self):
         if self.paper not in PAPERS:
@@ -1222,10 +1222,11 @@ def _format_tolerance(claim: Claim) -> str:
     t = claim.compared_with()
     if t is None or claim.ours is None:
         return ""
-    tol, fmt = claim.tolerance, f".{claim.digits}g"
+    tol, d = claim.tolerance, claim.digits
     if claim.direction == "two-sided":
-        return f"{t:{fmt}} ± {tol:{fmt}}"
-    return f"≥ {t - tol:{fmt}}" if claim.direction == "at least" else f"≤ {t + tol:{fmt}}"
+        return f"{_format_value(t, d)} ± {_format_value(tol, d)}"
+    bound = t - tol if claim.direction == "at least" else t + tol
+    return ("≥ " if claim.direction == "at least" else "≤ ") + _format_value(bound, d)
 
 
 def evaluate(claim: Claim, root=None) -> dict:
@@ -1262,6 +1263,8 @@ def evaluate(claim: Claim, root=None) -> dict:
         }[claim.direction]
         status = "reproduced" if (np.isfinite(ours) and ok) else "not reproduced"
     reduced = sorted(rel for rel, rec in records.items() if rec.get("reduced"))
+    # runs recorded as "-dirty" before runs kept their diff: the code they ran is not known exactly
+    unknown_code = sorted(rel for rel, rec in records.items() if rec.get("git_diff_note"))
     return {
         "paper": claim.paper,
         "where": claim.where,
@@ -1275,6 +1278,7 @@ def evaluate(claim: Claim, root=None) -> dict:
         "expect": claim.expect,
         "source": list(files),
         "reduced": reduced,
+        "unknown_code": unknown_code,
         "section": claim.section,
         "note": claim.note,
         "digits": claim.digits,
@@ -1282,7 +1286,7 @@ def evaluate(claim: Claim, root=None) -> dict:
 
 
 def check_claims(claims, root=None) -> list[dict]:
-    """Evaluate `claims`; raise AssertionError listing each claim whose status is not the stated one."""
+    """Evaluate `claims`; raise AssertionError listing each claim whose status is not as stated."""
     records = [evaluate(c, root) for c in claims]
     wrong = [
         f"{r['paper']} / {r['where']} / {r['item']}: {r['status']} (ours {r['ours']}, "
@@ -1322,19 +1326,31 @@ def scorecard_counts(records) -> dict:
     return counts
 
 
-def _format_value(value, digits: int) -> str:
+def _format_value(value, digits: int = 4) -> str:
+    """A number for the tables: thousands grouped, 2 decimals from 1 up, `digits` significant below."""
     if value is None:
         return "–"
     if isinstance(value, str):
         return value
-    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
+    if not np.isfinite(value) or value == 0:
+        return f"{value:g}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.2f}" if abs(value) >= 1 else f"{value:.{digits}g}"
 
 
 def _paper_cell(r: dict) -> str:
     text = _format_value(r["paper_value"], r["digits"])
-    return text + (
-        f" ± {_format_value(r['paper_error'], r['digits'])}" if r["paper_error"] is not None else ""
-    )
+    if r["paper_error"] is not None:
+        text += f" ± {_format_value(r['paper_error'], r['digits'])}"
+    return text
+
+
+FOOTNOTE = (
+    "* rests on a reduced run (its results file lists the deviations); † rests on a run made "
+    "from a checkout with uncommitted changes before runs kept their diff (the code is not known "
+    "exactly)."
+)
 
 
 class ScorecardTable:
@@ -1357,7 +1373,9 @@ class ScorecardTable:
                 r["where"],
                 r["item"],
                 _paper_cell(r),
-                _format_value(r["ours"], r["digits"]) + ("*" if r["reduced"] else ""),
+                _format_value(r["ours"], r["digits"])
+                + ("*" if r["reduced"] else "")
+                + ("†" if r["unknown_code"] else ""),
                 r["tolerance"],
                 r["status"],
             )
@@ -1367,7 +1385,7 @@ class ScorecardTable:
         width = [max(len(row[i]) for row in rows) for i in range(len(head))]
         text = ["  ".join(x.ljust(w) for x, w in zip(row, width)).rstrip() for row in rows]
         return "\n".join(
-            text + ["* rests on a reduced run (see the results file's deviations)", self.summary()]
+            text + [FOOTNOTE, self.summary()]
         )
 
     def _repr_html_(self) -> str:
@@ -1399,6 +1417,12 @@ class ScorecardTable:
                     + html.escape(", ".join(r["reduced"]))
                     + '">*</sup>'
                 )
+            if r["unknown_code"]:
+                ours += (
+                    '<sup title="a run of uncommitted, unrecorded code: '
+                    + html.escape(", ".join(r["unknown_code"]))
+                    + '">†</sup>'
+                )
             chapter, _, label = r["section"].partition("#")
             link = ""
             if chapter:
@@ -1418,7 +1442,7 @@ class ScorecardTable:
             )
         out.append(
             f"</tbody></table><p><em>{html.escape(self.summary())}.</em> "
-            "* rests on a reduced run (its results file lists the deviations).</p>"
+            f"{html.escape(FOOTNOTE)}</p>"
         )
         return "".join(out)
 
@@ -1447,6 +1471,7 @@ __all__ = [
     'DIRECTIONS',
     'EXPERIMENTS',
     'Experiment',
+    'FOOTNOTE',
     'FitResult',
     'FlatStep',
     'NonFiniteError',

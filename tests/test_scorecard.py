@@ -191,6 +191,15 @@ def test_the_table_renders_as_html_and_text(tmp_path):
     assert 'href="dgp.html#dgp-mnist"' in T.ScorecardTable(records)._repr_html_()
 
 
+def test_a_run_of_unknown_code_is_marked(tmp_path):
+    _write(tmp_path, "results/x/a.json", {"git_diff_note": "unknown", "rows": [{"v": 1.0}]})
+    claim = T.Claim("nram", "Table 1", "Copy", "error", 1.0, ours="results/x/a.json:rows/0/v")
+    (record,) = T.check_claims([claim], tmp_path)
+    assert record["unknown_code"] == ["results/x/a.json"] and not record["reduced"]
+    table = T.ScorecardTable([record])
+    assert "1.00†" in repr(table) and ">†</sup>" in table._repr_html_()
+
+
 # ---------------------------------------------------------------- the book's own registries
 
 
