@@ -68,6 +68,8 @@ def _outputs_lines(cell) -> int:
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream":
             lines += out["text"].count("\n")
+        elif all(k.startswith("application/papermill.record/") for k in out.get("data", {"": 0})):
+            continue  # a glued value (lib.toolkit.glue): stored for the text, never shown
         elif "data" in out and not {"text/html", "image/png", "image/svg+xml"} & set(out["data"]):
             lines += str(out["data"].get("text/plain", "")).count("\n") + 1
     return lines
