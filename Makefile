@@ -49,38 +49,44 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	  else echo "make: the rendered-book test needs chromium and chromedriver (Debian: apt-get install chromium chromium-driver)"; exit 1; fi; }
 
+# Both cores: the unit tests spread over two workers, the chapters one notebook per worker.
+XDIST := -n 2 --dist worksteal
+NBVAL := -n 2 --dist loadscope --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg
+
 unit: $(STAMP)
-	$(PY) -m pytest tests -m "not render"
+	$(PY) -m pytest tests -m "not render" $(XDIST)
 
 nbval: $(STAMP)
-	$(PY) -m pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg book/*.ipynb
+	$(PY) -m pytest $(NBVAL) book/*.ipynb
 
 render: $(STAMP) browser
 	$(PY) -m pytest tests -m render
 
 # Every check: library and notebooks in sync, unit tests, the executed chapters (nbval),
 # the book built with warnings as errors, the rendered book in headless Chromium, and the
-# library's unit tests against the oldest jax/flax/orbax it declares.
+# library's unit tests against the oldest jax/flax/orbax it declares; then a table of the stages' times.
 test: $(STAMP) browser
-	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory sync && \
-	$(PY) -m pytest tests -m "not render" && \
-	$(PY) -m pytest --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg book/*.ipynb && \
-	$(MAKE) --no-print-directory book && \
-	$(PY) -m pytest tests -m render && \
-	$(MAKE) --no-print-directory test-floor; \
-	rc=$$?; echo "make test: exit $$rc after $$(( $$(date +%s) - start )) s"; exit $$rc
+	$(PY) tools/stages.py \
+	  "sync=$(MAKE) --no-print-directory sync" \
+	  "unit=$(PY) -m pytest tests -m 'not render' $(XDIST)" \
+	  "nbval=$(PY) -m pytest $(NBVAL) book/*.ipynb" \
+	  "book=$(MAKE) --no-print-directory book" \
+	  "render=$(PY) -m pytest tests -m render" \
+	  "floor=$(MAKE) --no-print-directory test-floor"
 
 # The library's declared floor (jax, flax, orbax) in its own environment: the unit tests of lib.
 FLOOR := .venv-floor
 $(FLOOR)/.installed: pyproject.toml tests/floor-constraints.txt
 	test -x $(FLOOR)/bin/python || $(PYTHON) -m venv $(FLOOR)
 	$(FLOOR)/bin/python -m pip install --quiet --upgrade pip
-	$(FLOOR)/bin/python -m pip install --quiet -c tests/floor-constraints.txt -e . pytest pyyaml
+	$(FLOOR)/bin/python -m pip install --quiet -c tests/floor-constraints.txt -e . pytest pytest-xdist pyyaml
 	touch $@
 
+# What the floor is for: that the library works with those releases. The tests of lib that are not
+# marked slow (the end-to-end runs and repeated trainings, which call the same APIs again).
 test-floor: $(FLOOR)/.installed
-	$(FLOOR)/bin/python -m pytest tests/test_toolkit.py tests/test_dgp.py tests/test_darn.py tests/test_partition.py tests/test_ebp.py tests/test_nram.py tests/test_data.py -q
+	$(FLOOR)/bin/python -m pytest tests/test_toolkit.py tests/test_dgp.py tests/test_darn.py tests/test_partition.py \
+	  tests/test_ebp.py tests/test_nram.py tests/test_data.py tests/test_contracts.py -q -m "not slow" $(XDIST)
 
 bench: $(STAMP)
 	for f in benchmarks/*_*.py; do $(PY) $$f || exit 1; done  # every script but common.py

@@ -15,16 +15,18 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lib.toolkit import check_array
+from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, OneOf, check_array, checks
 from lib.toolkit import experiment as _experiment
 
 
 # %% book/darn.md
+@checks(v=Array(), logits=Array())
 def bernoulli_log_prob(v, logits):
     """sum_j log Bernoulli(v_j | sigmoid(logits_j)) over the last axis (eq. darn-prior), stably."""
     return jnp.sum(v * logits - jax.nn.softplus(logits), -1)
 
 
+@checks(n=Int(1))
 def strictly_lower(n: int, dtype=jnp.float32):
     """(n, n) mask, one where column i < row j: row j of a lateral matrix sees v_1..v_{j-1} only."""
     return jnp.tril(jnp.ones((n, n), dtype), -1)
@@ -42,6 +44,7 @@ class AutoregressiveBernoulli(nnx.Module):
     autoregressive=False drops A (the encoder of eq. 6). Section 1.
     """
 
+    @checks(size=Int(1), context_size=Int(0), autoregressive=Bool())
     def __init__(self, size: int, context_size: int = 0, *, autoregressive: bool = True, rngs: nnx.Rngs,
                  dtype=jnp.float32):
         self.size, self.context_size, self.autoregressive = size, context_size, autoregressive
@@ -95,6 +98,7 @@ class ConditionalBernoulli(nnx.Module):
     """One conditional of eq. darn-deep: d = tanh(inputs U + c) (eq. 9; skipped if hidden=0), then
     AutoregressiveBernoulli(v | d) (eq. 10)."""
 
+    @checks(size=Int(1), input_size=Int(1), hidden=Int(0), autoregressive=Bool())
     def __init__(self, size: int, input_size: int, hidden: int = 0, *, autoregressive: bool, rngs: nnx.Rngs,
                  dtype=jnp.float32):
         self.hidden = nnx.Linear(input_size, hidden, rngs=rngs, param_dtype=dtype, dtype=dtype) if hidden else None
@@ -125,13 +129,15 @@ class DARN(nnx.Module):
     units in every conditional (0: none). The representation h is the list [h1, ..., hL], each (..., n_l).
     """
 
+    @checks(n_visible=Int(1), n_deterministic=Int(0), autoregressive_visible=Bool(),
+            autoregressive_encoder=Bool(), skip_connections=Bool())
     def __init__(self, n_visible: int, n_hidden: int | Sequence[int], n_deterministic: int = 100, *,
                  autoregressive_visible: bool = False, autoregressive_encoder: bool = False,
                  skip_connections: bool = False, rngs: nnx.Rngs, dtype=jnp.float32):
         n_hidden = (n_hidden,) if isinstance(n_hidden, (int, np.integer)) else tuple(n_hidden)
-        if n_visible < 1 or not n_hidden or min(n_hidden) < 1 or n_deterministic < 0:
-            raise ValueError("n_visible and every entry of n_hidden must be positive and n_deterministic >= 0, "
-                             f"got {n_visible}, {n_hidden}, {n_deterministic}")
+        if not n_hidden or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1
+                                   for n in n_hidden):
+            raise ValueError(f"n_hidden must be a positive integer or a sequence of them, got {n_hidden!r}")
         s = self.sizes = (int(n_visible), *(int(n) for n in n_hidden))
         self.skip_connections = skip_connections
         L = len(n_hidden)
@@ -219,19 +225,26 @@ class DARN(nnx.Module):
 
 
 # %% book/darn.md
+@checks(n=Int(0, 62), start=Int(0), count=Maybe(Int(1)))
 def all_binary(n: int, start: int = 0, count: int | None = None, dtype=jnp.float32):
     """Codes start .. start+count-1 of the 2^n binary vectors (bit i of code r in column i); (count, n)."""
+    if count is None and n > 24:
+        raise ValueError(f"all_binary would build all 2^{n} codes (n={n}); above 2^24 pass start and count")
     count = 2 ** n if count is None else count
     idx = start + jnp.arange(count)
     return ((idx[:, None] >> jnp.arange(n)) & 1).astype(dtype)
 
 
+@checks(h=Array())
 def split_layers(h, sizes: Sequence[int]) -> list:
     """Cut the columns of h (..., sum(sizes)) into the layers [h1, ..., hL]."""
+    if sum(sizes) != h.shape[-1]:
+        raise ValueError(f"sizes must add up to the width of h ({h.shape[-1]}), got {list(sizes)}")
     cuts = np.cumsum([0, *sizes])
     return [h[..., a:b] for a, b in zip(cuts[:-1], cuts[1:])]
 
 
+@checks(terms=Function(), num_chunks=Int(1), size=Int(1))
 def chunked_logsumexp(terms, num_chunks: int, size: int, dtype):
     """logsumexp over every chunk c = 0..num_chunks-1 of terms(c), an array (size, C), along its last axis:
     a running maximum and sum in lax.scan, so one chunk is in memory at a time."""
@@ -245,6 +258,7 @@ def chunked_logsumexp(terms, num_chunks: int, size: int, dtype):
     return m + jnp.log(s)
 
 
+@checks(model=Instance(DARN), x=Array(), chunk=Int(1), batch=Int(1))
 def exact_log_prob(model: DARN, x, *, chunk: int = 4096, batch: int = 1000):
     """log p(x) = logsumexp over all 2^(n1+...+nL) representations of log p(x, h) (Section 3); x (N, n_x) -> (N,).
 
@@ -254,8 +268,10 @@ def exact_log_prob(model: DARN, x, *, chunk: int = 4096, batch: int = 1000):
     bits = sum(model.sizes[1:])
     if bits > 24:
         raise ValueError(f"exact_log_prob would enumerate 2^{bits} representations; above 2^24 use importance_log_prob")
-    graphdef, state = nnx.split(model)
     chunk = min(chunk, 2 ** bits)
+    if 2 ** bits % chunk:
+        raise ValueError(f"chunk must divide the 2^{bits} codes (a power of two), got {chunk}")
+    graphdef, state = nnx.split(model)
     return jnp.concatenate([_exact_log_prob_batch(graphdef, state, x[i:i + batch], chunk)
                             for i in range(0, x.shape[0], batch)])
 
@@ -281,6 +297,7 @@ def _exact_log_prob_batch(graphdef, state, xb, chunk):
 
 
 # %% book/darn.md
+@checks(model=Instance(DARN), x=Array())
 def expected_description_length(model: DARN, x):
     """Exact E_q[log q(h | x) - log p(x, h)] (eq. darn-free-energy, nats) by enumerating every h; x (N, n_x) -> (N,).
 
@@ -295,8 +312,16 @@ def expected_description_length(model: DARN, x):
     return jnp.sum(jnp.exp(logq) * (logq - model.log_joint(xs, hs)), -1)
 
 
+@checks(model=Instance(DARN), x=Array(ndim=2))
 def enumerate_codes(model: DARN, x):
-    """Every image of x (N, n_x) paired with every code: xs (N, 2^bits, n_x) and the layers hs, each (N, 2^bits, n_l)."""
+    """Every image of x (N, n_x) paired with every code: xs (N, 2^bits, n_x) and the layers hs, each (N, 2^bits, n_l).
+
+    Refuses more than 2^22 rows (N 2^bits): an oracle for small models.
+    """
+    bits = sum(model.sizes[1:])
+    if x.shape[0] * 2 ** bits > 2 ** 22:
+        raise ValueError(f"enumerate_codes would build {x.shape[0]} x 2^{bits} rows; the bound is 2^22 "
+                         "(use exact_log_prob, which enumerates in chunks)")
     H = all_binary(sum(model.sizes[1:]), dtype=x.dtype)
     xs = jnp.broadcast_to(x[:, None], (x.shape[0], H.shape[0], x.shape[-1]))
     return xs, split_layers(jnp.broadcast_to(H, (x.shape[0], *H.shape)), model.sizes[1:])
@@ -327,6 +352,7 @@ binary_sample.defvjp(_binary_sample_fwd, _binary_sample_bwd)
 
 
 # %% book/darn.md
+@checks(probs=Array(), target=Float(0, 1, low_open=True, high_open=True))
 def sparsity_penalty(probs, target: float):
     """fDARN's penalty (Section 9): sum_j KL(Bernoulli(target) || Bernoulli(mean activity of unit j)).
 
@@ -336,6 +362,9 @@ def sparsity_penalty(probs, target: float):
     return jnp.sum(target * jnp.log(target / rho) + (1 - target) * jnp.log((1 - target) / (1 - rho)))
 
 
+@checks(model=Instance(DARN), key=Key(),
+        sparsity_target=Maybe(Float(0, 1, low_open=True, high_open=True)),
+        sparsity_weight=Float(0))
 def darn_loss(model: DARN, x, key, *, sparsity_target: float | None = None, sparsity_weight: float = 0.0):
     """Mean one-sample description length (nats), differentiated with Appendix A's estimator.
 
@@ -350,6 +379,7 @@ def darn_loss(model: DARN, x, key, *, sparsity_target: float | None = None, spar
     return F + sparsity_weight * penalty, {"description_length": F, "activity": activity}
 
 
+@checks(model=Instance(DARN), key=Key())
 def reinforce_surrogate(model: DARN, x, key, baseline):
     """Per-example surrogate F + sg(F - b) log q(h | x) whose gradient is the REINFORCE estimate, and F.
 
@@ -363,12 +393,14 @@ def reinforce_surrogate(model: DARN, x, key, baseline):
 class Reinforce(nnx.Module):
     """A DARN and its REINFORCE baseline b(x) = x w + c, trained together by `reinforce_loss`."""
 
+    @checks(model=Instance(DARN))
     def __init__(self, model: DARN, *, rngs: nnx.Rngs):
         self.model = model
         self.baseline = nnx.Linear(model.sizes[0], 1, kernel_init=nnx.initializers.zeros, rngs=rngs,
                                    param_dtype=model.dtype, dtype=model.dtype)
 
 
+@checks(wrapped=Instance(Reinforce), key=Key())
 def reinforce_loss(wrapped: Reinforce, x, key):
     """Surrogate for the DARN's parameters plus the baseline's squared error; metric F is the bound."""
     b = wrapped.baseline(x)[..., 0]
@@ -377,6 +409,7 @@ def reinforce_loss(wrapped: Reinforce, x, key):
 
 
 # %% book/darn.md
+@checks(model=Instance(DARN), x=Array(), key=Key(), num_samples=Int(1), chunk=Int(1), batch=Int(1))
 def importance_log_prob(model: DARN, x, key, *, num_samples: int = 1000, chunk: int = 100, batch: int = 100):
     """Eq. darn-is: log (1/S sum_s p(x, h_s) / q(h_s | x)), h_s ~ q(h | x); x (N, n_x) -> (N,)."""
     x = model.check_x(x)
@@ -402,6 +435,7 @@ def _importance_batch(graphdef, state, xb, key, num_samples, chunk):
     return chunked_logsumexp(log_weights, num_samples // chunk, xb.shape[0], xb.dtype) - math.log(num_samples)
 
 
+@checks(model=Instance(DARN), key=Key(), num_samples=Int(1), repeats=Int(2))
 def importance_estimate(model: DARN, x, key, *, num_samples: int = 1000, repeats: int = 10, **kwargs) -> dict:
     """Mean test log-likelihood by eq. darn-is, repeated: {"mean", "ci95", "repeats"} (nats per example).
 
@@ -416,6 +450,7 @@ def importance_estimate(model: DARN, x, key, *, num_samples: int = 1000, repeats
 
 
 # %% book/darn.md
+@checks(model=Instance(DARN))
 def init_visible_bias(model: DARN, x_train) -> DARN:
     """Set the visible layer's biases to logit(mean of x_train), clipped to [1e-3, 1 - 1e-3]."""
     x_train = model.check_x(x_train, "x_train")
@@ -424,6 +459,7 @@ def init_visible_bias(model: DARN, x_train) -> DARN:
     return model
 
 
+@checks(model=Instance(DARN), key=Key(), num_samples=Int(1), batch=Int(1))
 def mean_description_length(model: DARN, x, key, *, num_samples: int = 1, batch: int = 1000) -> float:
     """Monte Carlo estimate of the mean of eq. darn-free-energy over the rows of x, in nats."""
     x = model.check_x(x)
@@ -449,6 +485,10 @@ OPTIMIZERS = {
 }
 
 
+@checks(target=Instance(nnx.Module), loss_fn=Function(), x_train=Array(ndim=2), steps=Int(1),
+        batch_size=Int(1), learning_rate=Float(0, low_open=True), optimizer=OneOf(*OPTIMIZERS),
+        valid_fn=Maybe(Function()), eval_every=Int(1), patience=Maybe(Int(1)), seed=Int(0),
+        progress=Bool(), log_every=Int(1), checkpoint_every=Int(1))
 def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, batch_size: int = 100,
                         learning_rate: float = 1e-3, optimizer: str = "adam", valid_fn=None, eval_every: int = 5000,
                         patience: int | None = None, seed: int = 0, progress: bool = True, log_every: int = 100,
@@ -465,8 +505,8 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
     from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state, note_restored
     from lib.toolkit import restore_checkpoint, save_checkpoint
 
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+    if batch_size > len(x_train):
+        raise ValueError(f"batch_size ({batch_size}) must not exceed the {len(x_train)} rows of x_train")
     tx = OPTIMIZERS[optimizer](learning_rate)
     graphdef, state = nnx_train_state(target, tx)
     step = nnx_step(graphdef, tx, loss_fn)
@@ -509,6 +549,12 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
     return nnx_model(graphdef, best[2] if valid_fn is not None else state), {k: np.asarray(v) for k, v in history.items()}
 
 
+@checks(model=Instance(DARN), steps=Int(1), batch_size=Int(1),
+        learning_rate=Float(0, low_open=True), optimizer=OneOf(*OPTIMIZERS),
+        estimator=OneOf('darn', 'reinforce'), eval_every=Int(1), patience=Maybe(Int(1)),
+        sparsity_target=Maybe(Float(0, 1, low_open=True, high_open=True)),
+        sparsity_weight=Float(0), valid_samples=Int(1), seed=Int(0), progress=Bool(),
+        log_every=Int(1), checkpoint_every=Int(1))
 def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learning_rate: float = 1e-3,
                optimizer: str = "adam", estimator: str = "darn", x_valid=None, eval_every: int = 5000,
                patience: int | None = None, sparsity_target: float | None = None, sparsity_weight: float = 0.0,
@@ -552,6 +598,7 @@ def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learn
 class MixtureOfBernoullis(nnx.Module):
     """p(x) = sum_k pi_k prod_j Bernoulli(x_j | mu_kj), fitted by `fit_mixture_of_bernoullis` (EM, Section 8)."""
 
+    @checks(log_weights=Array(ndim=1), logits=Array(ndim=2))
     def __init__(self, log_weights, logits):
         self.log_weights = nnx.Param(jnp.asarray(log_weights))  # (K,) log pi
         self.logits = nnx.Param(jnp.asarray(logits))  # (K, D) logit mu
@@ -577,6 +624,8 @@ def _mixture_log_prob(log_weights, logits, x):
     return jax.scipy.special.logsumexp(_component_log_probs(log_weights, logits, x), -1)
 
 
+@checks(num_components=Int(1), max_iterations=Int(1), alpha=Float(0, low_open=True), tol=Float(0),
+        seed=Int(0), batch=Int(1))
 def fit_mixture_of_bernoullis(x_train, num_components: int, *, x_valid=None, max_iterations: int = 200,
                               alpha: float = 1.0, tol: float = 1e-3, seed: int = 0, batch: int = 5000,
                               dtype=jnp.float32) -> tuple:
@@ -631,6 +680,7 @@ def fit_mixture_of_bernoullis(x_train, num_components: int, *, x_valid=None, max
 class NADE(nnx.Module):
     """NADE (Larochelle & Murray 2011): p(x_j = 1 | x_<j) = sigmoid(b_j + V_j . sigmoid(c + W[:, :j] x_<j)) (Section 8)."""
 
+    @checks(n_visible=Int(1), n_hidden=Int(1))
     def __init__(self, n_visible: int, n_hidden: int, *, rngs: nnx.Rngs, dtype=jnp.float32):
         self.W = nnx.Param(0.01 * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype))  # row i: W[:, i]
         self.V = nnx.Param(0.01 * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype))
@@ -663,11 +713,13 @@ class NADE(nnx.Module):
         return bernoulli_log_prob(x, self.logits(x))
 
 
+@checks(x=Array())
 def likelihood_loss(model, x, key):
     """Mean negative log-likelihood, for models with an exact log_prob (FVSBN, NADE)."""
     return -jnp.mean(model.log_prob(x)), {}
 
 
+@checks(model=Instance(nnx.Module), steps=Int(1))
 def train_likelihood(model: nnx.Module, x_train, *, steps: int, x_valid=None, **kwargs):
     """Maximum likelihood for FVSBN (an AutoregressiveBernoulli) or NADE, with early stopping (Section 8)."""
     x_train = jnp.asarray(check_array(x_train, "x_train", binary=True, ndim=2), jnp.float32)
@@ -680,6 +732,7 @@ def train_likelihood(model: nnx.Module, x_train, *, steps: int, x_valid=None, **
 
 
 # %% book/darn.md
+@checks(model=Instance(DARN), key=Key(), num=Int(1))
 def sampling_cost(model: DARN, key, num: int = 1000) -> dict:
     """Weights read by ancestral sampling (Section 9): {"dense": all of them, "sparse": the mean over
     `num` samples when only the columns of active binary units are read, "active": mean active units}."""

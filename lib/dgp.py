@@ -17,7 +17,7 @@ from flax import nnx
 from jax.custom_derivatives import SymbolicZero
 from jax.scipy.linalg import solve_triangular
 
-from lib.toolkit import check_array
+from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, check_array, checks
 
 
 # %% book/dgp.md
@@ -130,12 +130,14 @@ def gauss_kl(q_mu, q_sqrt, Kzz_chol=None, Kzz_chol_inv=None):
 
 
 # %% book/dgp.md
+@checks(y=Array())
 def softplus_inverse(y):
     """x with softplus(x) = y, for y > 0 (numerically stable for large y)."""
     y = jnp.asarray(y)
     return y + jnp.log(-jnp.expm1(-y))
 
 
+@checks(x1=Array(ndim=2), x2=Array(ndim=2), lengthscales=Array(), variance=Float(0, low_open=True))
 def rbf(x1, x2, lengthscales, variance):
     """RBF kernel matrix (N1, N2) between x1 (N1, D) and x2 (N2, D) (Section 2)."""
     a, b = x1 / lengthscales, x2 / lengthscales
@@ -152,6 +154,8 @@ class RBF(nnx.Module):
     authors' public notebook used; Section 11).
     """
 
+    @checks(input_dim=Int(1), lengthscale=Float(0, low_open=True),
+            variance=Float(0, low_open=True), batch=Maybe(Int(1)), ard=Bool())
     def __init__(self, input_dim: int, lengthscale: float = 1.0, variance: float = 1.0, dtype=jnp.float64,
                  batch: int | None = None, ard: bool = True):
         if input_dim < 1:
@@ -205,6 +209,7 @@ class CholeskyError(FloatingPointError):
     """A kernel matrix was not numerically positive definite."""
 
 
+@checks(K=Array(), jitter=Float(0), retries=Int(0))
 def safe_cholesky(K, jitter: float, retries: int = 3):
     """Lower Cholesky factor of K + jitter I, retrying with 10x, 100x, ... the jitter if it fails.
 
@@ -258,6 +263,7 @@ def _cholesky_factors_bwd(jitter, retries, residuals, cotangents):
 cholesky_factors.defvjp(_cholesky_factors_fwd, _cholesky_factors_bwd, symbolic_zeros=True)
 
 
+@checks(fn=Function(), rows=Int(1))
 def map_rows(fn, x, rows: int):
     """fn applied to x (N, D) in chunks of at most `rows` rows, each under jax.checkpoint; outputs joined.
 
@@ -274,6 +280,7 @@ def map_rows(fn, x, rows: int):
     return jax.tree.map(lambda o: o.reshape((chunks * rows,) + o.shape[2:])[:N], out)
 
 
+@checks(num_outputs=Int(1), num_inducing=Int(1))
 def default_chunk_rows(num_outputs: int, num_inducing: int, dtype=jnp.float64) -> int:
     """Rows per chunk: on the CPU, at most 2^20 elements of a layer's (rows, P M) product and 4 MB
     per (rows, M) array (the fastest of the settings measured in Section 10); 2^27 elements on an
@@ -297,6 +304,9 @@ class SVGPLayer(nnx.Module):
     K_ZZ before factorising. chunk_size: rows of x per chunk (None: default_chunk_rows).
     """
 
+    @checks(kernel=Instance(RBF), Z=Array(ndim=2, dtype='floating'), num_outputs=Int(1),
+            whiten=Bool(), q_sqrt_scale=Float(0, low_open=True), noise_variance=Float(0),
+            jitter=Float(0), chunk_size=Maybe(Int(1)))
     def __init__(self, kernel: RBF, Z, num_outputs: int, mean_W=None, *, whiten: bool = False,
                  q_sqrt_scale: float = 1.0, noise_variance: float = 0.0, jitter: float = 1e-6,
                  chunk_size: int | None = None):
@@ -375,6 +385,7 @@ class SVGPLayer(nnx.Module):
 class Gaussian(nnx.Module):
     """Gaussian likelihood p(y | f) = N(y | f, variance), variance learned (Section 4)."""
 
+    @checks(variance=Float(0, low_open=True))
     def __init__(self, variance: float = 0.05, dtype=jnp.float64):
         if variance <= 0:
             raise ValueError(f"variance must be positive, got {variance}")
@@ -403,6 +414,7 @@ class Gaussian(nnx.Module):
 
 
 # %% book/dgp.md
+@checks(num_points=Int(1))
 def gauss_hermite(num_points: int = 20, dtype=np.float64):
     """Nodes and weights for E_{N(0,1)}[g(z)] ~= sum_j w_j g(z_j) (probabilists' normalisation).
 
@@ -431,6 +443,7 @@ def _check_labels(y, name, num_points, allowed):
 class Bernoulli(nnx.Module):
     """p(y = 1 | f) = Phi(f), the probit link, for labels y in {0, 1} (Section 4)."""
 
+    @checks(quadrature_points=Int(1))
     def __init__(self, quadrature_points: int = 20):
         self.quadrature_points = quadrature_points
 
@@ -458,6 +471,8 @@ class RobustMax(nnx.Module):
     the cost of a training step); predict_quadrature_points: in predictions (100, see the text).
     """
 
+    @checks(num_classes=Int(2), epsilon=Float(0, 1, low_open=True, high_open=True),
+            quadrature_points=Int(1), predict_quadrature_points=Int(1))
     def __init__(self, num_classes: int, epsilon: float = 1e-3, quadrature_points: int = 20,
                  predict_quadrature_points: int = 100):
         if num_classes < 2:
@@ -518,6 +533,7 @@ class RobustMax(nnx.Module):
 class DeepGP(nnx.Module):
     """A deep GP of SVGPLayers with the doubly stochastic bound (Section 5). One layer: the SGP."""
 
+    @checks(num_data=Int(1))
     def __init__(self, layers: Sequence[SVGPLayer], likelihood: Gaussian | Bernoulli | RobustMax, num_data: int):
         if not layers:
             raise ValueError("a DeepGP needs at least one layer")
@@ -578,6 +594,7 @@ class DeepGP(nnx.Module):
 
 
 # %% book/dgp.md
+@checks(x=Array(ndim=2), num_inducing=Int(1), seed=Int(0))
 def kmeans_inducing(x, num_inducing: int, seed: int = 0):
     """Initial inducing inputs: k-means centres of x (N, D) (Section 6); all of x if N <= M."""
     from scipy.cluster.vq import kmeans2
@@ -589,6 +606,7 @@ def kmeans_inducing(x, num_inducing: int, seed: int = 0):
     return centres
 
 
+@checks(x=Array(ndim=2), width=Int(1))
 def linear_mean_matrix(x, width: int):
     """The fixed mean function W (D, width) of an inner layer (Section 6).
 
@@ -605,6 +623,11 @@ def linear_mean_matrix(x, width: int):
     return np.concatenate([np.eye(D), np.zeros((D, width - D))], 1)
 
 
+@checks(x=Array(ndim=2), y=Array(), num_layers=Int(1), num_inducing=Int(1),
+        inner_width=Maybe(Int(1)), whiten=Bool(), likelihood_variance=Float(0, low_open=True),
+        inner_q_sqrt_scale=Float(0, low_open=True), inner_noise=Float(0),
+        lengthscale=Float(0, low_open=True), kernel_variance=Float(0, low_open=True),
+        per_output_kernels=Bool(), ard=Bool(), seed=Int(0))
 def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: int | None = None,
               whiten: bool = False, likelihood=None, likelihood_variance: float = 0.05,
               inner_q_sqrt_scale: float = 1e-5, inner_noise: float = 2e-6, lengthscale: float = 1.0,
@@ -696,6 +719,9 @@ def step_compiler_options(dtype) -> dict | None:
     return dict(options) if _compiles_with(options) else None
 
 
+@checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), steps=Int(1),
+        batch_size=Maybe(Int(1)), learning_rate=Float(0, low_open=True), num_samples=Int(1),
+        seed=Int(0), log_every=Int(1), progress=Bool(), checkpoint_every=Int(1), stream=Bool())
 def train_dgp(
     model: DeepGP,
     x,
@@ -762,6 +788,8 @@ def train_dgp(
     return nnx_model(graphdef, result.state), result.history
 
 
+@checks(model=Instance(DeepGP), std=Instance(Standardizer), x_test=Array(ndim=2),
+        y_test=Array(), num_samples=Int(1), seed=Int(0), batch_size=Int(1))
 def evaluate_dgp(
     model: DeepGP,
     std: Standardizer,
@@ -793,11 +821,15 @@ def evaluate_dgp(
 
 # %% book/dgp.md
 from lib.toolkit import experiment as _experiment
+from lib.data import UCI_DATASETS
 
 UCI_MODELS = {"SGP": (1, 100), "SGP 500": (1, 500), "DGP 2": (2, 100), "DGP 3": (3, 100),
               "DGP 4": (4, 100), "DGP 5": (5, 100)}
 
 
+@checks(name=OneOf(*UCI_DATASETS), model=OneOf(*UCI_MODELS), split=Int(0), steps=Int(1),
+        batch_size=Int(1), learning_rate=Float(0, low_open=True), test_samples=Int(1),
+        whiten=Bool(), ard=Bool(), seed=Int(0), progress=Bool())
 def run_uci_model(name: str, model: str, split: int, *, steps: int, batch_size: int = 10_000,
                   learning_rate: float = 0.01, test_samples: int = 100, whiten: bool = False, ard: bool = True,
                   seed: int = 0, progress: bool = False, data_dir=None, checkpoint_dir=None) -> dict:
@@ -854,6 +886,7 @@ def run_dgp_uci(config: dict) -> list:
 
 
 # %% book/dgp.md
+@checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), num_samples=Int(1))
 def gradient_step(model: DeepGP, x, y, *, num_samples: int = 1, compiler_options: dict | None | str = "default"):
     """One Adam step on the bound of the batch x, y, compiled as `train_dgp` compiles it (a
     `FlatStep`; compiler_options "default": `step_compiler_options` of x's dtype, else the XLA
@@ -871,6 +904,8 @@ def gradient_step(model: DeepGP, x, y, *, num_samples: int = 1, compiler_options
     return step, step.flatten(state), (jnp.asarray(x), jnp.asarray(y)), jax.random.key(0)
 
 
+@checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), repeats=Int(1),
+        num_samples=Int(1))
 def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: int = 1) -> float:
     """Median seconds of one jitted gradient step of the bound on the batch x, y (Section 10)."""
     import time
@@ -887,6 +922,7 @@ def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: i
     return float(np.median(times))
 
 
+@checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), num_samples=Int(1))
 def gradient_step_flops(model: DeepGP, x, y, *, num_samples: int = 1) -> float:
     """Floating-point operations of that step, as XLA's cost analysis of the compiled step counts them.
 
@@ -926,6 +962,8 @@ def run_dgp_kin8nm(config: dict) -> list:
 
 
 # %% book/dgp.md
+@checks(model=Instance(DeepGP), x_test=Array(ndim=2), num_samples=Int(1), seed=Int(0),
+        batch_size=Int(1))
 def evaluate_classifier(model: DeepGP, x_test, y_test, *, num_samples: int = 100, seed: int = 1,
                         batch_size: int = 100) -> dict:
     """Test accuracy and mean test log-likelihood of a classifier DeepGP (RobustMax or Bernoulli).
@@ -950,6 +988,7 @@ def evaluate_classifier(model: DeepGP, x_test, y_test, *, num_samples: int = 100
             "test_log_likelihood": float(np.mean(np.concatenate(logp)))}
 
 
+@checks(split=OneOf('train', 'test'))
 def mnist_flat(split: str, data_dir=None):
     """MNIST as (N, 784) pixels in [0, 1] (float64) and (N, 1) labels."""
     from lib.data import load_mnist

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr
 
+from lib.toolkit import Array, Float, Function, Instance, Int, Key, Maybe, NonFiniteError, OneOf, checks
 from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
 from lib.toolkit import experiment as _experiment
 from lib.toolkit import mnist_arrays
@@ -52,6 +53,7 @@ def sparse_rows(x, rows=None, width: int | None = None) -> SparseRows:
                       jnp.asarray(np.concatenate([x.row, np.zeros(pad, int)]), jnp.int32), x.shape[0])
 
 
+@checks(order=Array(ndim=1, dtype='integer'), batch_size=Int(1))
 def sparse_batches(x, order, batch_size: int) -> SparseRows:
     """Consecutive batches of `order`'s rows, stacked (leading axis: batch), padded to the largest batch."""
     batches = np.asarray(order)[: (len(order) // batch_size) * batch_size].reshape(-1, batch_size)
@@ -99,9 +101,11 @@ class EBPNet(NamedTuple):
     biases: tuple
 
 
+@checks(key=Key(), sigma_w=Float(0, low_open=True))
 def init_ebp(key, sizes: Sequence[int], *, sigma_w: float = 1.0) -> EBPNet:
     """fields ~ U(-1/2, 1/2) sqrt(12 sigma_w / K): variance sigma_w / K (the authors' code); biases 0."""
-    if len(sizes) < 2 or min(sizes) < 1:
+    if len(sizes) < 2 or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1
+                                 for n in sizes):
         raise ValueError(f"sizes must list at least an input and an output width, all >= 1, got {sizes}")
     keys = jax.random.split(key, len(sizes) - 1)
     fields = tuple((jax.random.uniform(k, (o, i)) - 0.5) * math.sqrt(12 * sigma_w / i)
@@ -109,10 +113,12 @@ def init_ebp(key, sizes: Sequence[int], *, sigma_w: float = 1.0) -> EBPNet:
     return EBPNet(fields, tuple(jnp.zeros(o) for o in sizes[1:]))
 
 
+@checks(kind=OneOf(*KINDS))
 def weight_mean(h, kind: str):
     return jnp.tanh(h) if kind == "binary" else h
 
 
+@checks(net=Instance(EBPNet), kind=OneOf(*KINDS), extra_var=Float(0))
 def ebp_forward(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
     """Eq. 4.1-4.2: mean and variance of every layer's normalised input u = (W v + b) / sqrt(K + 1), and the
     mean <v> of its sign, under the factorised posterior and the large fan-in Gaussian approximation.
@@ -141,22 +147,26 @@ def ebp_forward(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
 
 
 # %% book/ebp.md
+@checks(z=Array())
 def mills_ratio(z):
     """phi(z) / Phi(z), finite for every float32 z (through log_ndtr); ~ -z as z -> -inf, -> 0 as z -> inf."""
     return jnp.exp(-0.5 * z ** 2 - 0.5 * math.log(2 * math.pi) - log_ndtr(z))
 
 
+@checks(mu=Array(), var=Array(), y=Array())
 def output_delta(mu, var, y):
     """Eq. 4.3: Delta_L = d ln P(v_L = y) / d mu_L = y phi(z) / (sigma Phi(z)), z = y mu / sigma."""
     sigma = jnp.sqrt(var)
     return y * mills_ratio(y * mu / sigma) / sigma
 
 
+@checks(mu=Array(), var=Array(), y=Array())
 def asymptotic_output_delta(mu, var, y):
     """Footnote 4's limit of output_delta for |mu / sigma| -> inf: -mu / sigma^2 when y mu < 0, else 0."""
     return jnp.where(y * mu < 0, -mu / var, 0.0)
 
 
+@checks(net=Instance(EBPNet), kind=OneOf(*KINDS), extra_var=Float(0))
 def ebp_update(net: EBPNet, x, y, kind: str, *, extra_var: float = 1.0) -> EBPNet:
     """One Bayes-like update (eqs. 4.3-4.5) from a minibatch: x (B, M) or SparseRows, y (B, n_out) in {-1, 1}."""
     inputs, mus, variances, _ = ebp_forward(net, x, kind, extra_var=extra_var)
@@ -175,6 +185,7 @@ def ebp_update(net: EBPNet, x, y, kind: str, *, extra_var: float = 1.0) -> EBPNe
 
 
 # %% book/ebp.md
+@checks(net=Instance(EBPNet), kind=OneOf(*KINDS), extra_var=Float(0))
 def ebp_p(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
     """EBP-P (eq. 4.7): the Bayes output; for one output unit, sign(<v_L>). Returns <v_L>."""
     return ebp_forward(net, x, kind, extra_var=extra_var)[3]
@@ -189,11 +200,13 @@ def sign_network(weights, biases, x):
     return v
 
 
+@checks(net=Instance(EBPNet), kind=OneOf(*KINDS))
 def ebp_d(net: EBPNet, x, kind: str):
     """EBP-D (eq. 4.6): the network of the most probable weights, sign(h) (binary) or the mean (real)."""
     return sign_network([jnp.sign(h) if kind == "binary" else h for h in net.fields], net.biases, x)
 
 
+@checks(net=Instance(EBPNet), kind=OneOf(*KINDS), key=Key(), n_networks=Int(1))
 def ebp_ensemble(net: EBPNet, x, kind: str, key, n_networks: int = 16):
     """Mean output sign of n_networks sign networks with weights drawn from the factorised posterior."""
     def one(k):
@@ -207,16 +220,30 @@ def ebp_ensemble(net: EBPNet, x, kind: str, key, n_networks: int = 16):
     return jnp.mean(jax.lax.map(one, jax.random.split(key, n_networks)), 0)
 
 
+@checks(output=Array(), y=Array())
 def error_rate(output, y) -> float:
     """Share of rows classified wrongly. Labels with one +1 per row over several outputs (classes coded one
     against the rest, `one_vs_rest`): the largest output is not that class. Otherwise: some output's sign
-    differs from y (a zero output counts as an error)."""
-    y = jnp.asarray(y)
+    differs from y (a zero output counts as an error).
+
+    output (n,) or (n, n_out); y the same shape, or (n,) with one output (as `load_ebp` gives labels).
+    """
+    output, y = jnp.asarray(output), jnp.asarray(y)
+    if output.ndim == 1:
+        output = output[:, None]
+    if y.ndim == 1 and output.shape[-1] == 1:
+        y = y[:, None]
+    if y.shape != output.shape:
+        raise ValueError(f"y must have the shape of the outputs {tuple(output.shape)} (or ({output.shape[0]},) "
+                         f"with one output), got {tuple(y.shape)}")
+    if not bool(jnp.all((y == 1) | (y == -1))):
+        raise ValueError("y must hold labels -1 and +1 (one_vs_rest codes class labels)")
     if y.shape[-1] > 1 and bool(jnp.all(jnp.sum(y > 0, -1) == 1)):
         return float(jnp.mean(jnp.argmax(output, -1) != jnp.argmax(y, -1)))
     return float(jnp.mean(jnp.any(jnp.sign(output) != y, -1)))
 
 
+@checks(labels=Array(ndim=1, dtype='integer'), n_classes=Int(2))
 def one_vs_rest(labels, n_classes: int) -> np.ndarray:
     """Class labels 0..n_classes-1 as (n, n_classes) targets: +1 for the class, -1 for the others."""
     labels = np.asarray(labels)
@@ -262,6 +289,8 @@ def _as_device(x):
     return x if isinstance(x, jax.Array) else sparse_rows(x)
 
 
+@checks(net=Instance(EBPNet), key=Key(), epochs=Int(1), batch_size=Int(1),
+        evaluate=Maybe(Function()))
 def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_size: int, evaluate=None,
                   x_test=None, y_test=None, checkpoint_dir=None) -> tuple[EBPNet, list]:
     """`epochs` shuffled passes of minibatch updates `spec` (the last partial minibatch of a pass is left
@@ -274,6 +303,8 @@ def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_siz
                          f"{net.fields[0].shape[1]}")
     if y.shape[1] != net.fields[-1].shape[0]:
         raise ValueError(f"labels have {y.shape[1]} columns but the network has {net.fields[-1].shape[0]} outputs")
+    if batch_size > x.shape[0]:
+        raise ValueError(f"batch_size ({batch_size}) must not exceed the {x.shape[0]} rows of x")
     if x_test is not None:
         x_test, y_test = _as_device(check_inputs(x_test, "x_test")), check_labels(y_test)
     history, done = [], 0
@@ -289,15 +320,21 @@ def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_siz
         else:
             used = order[: (len(order) // batch_size) * batch_size].reshape(-1, batch_size)
             net = _scan_batches(net, sparse_batches(x, order, batch_size), y[used], spec)
+        for name, arrays in (("fields", net.fields), ("biases", net.biases)):
+            for l, a in enumerate(arrays):
+                if not bool(jnp.isfinite(a).all()):
+                    bad = np.asarray(a)[~np.isfinite(np.asarray(a))][0]
+                    raise NonFiniteError(epoch + 1, f"{name}[{l}]", float(bad),
+                                         f"training {spec[0]} diverged in pass {epoch + 1}")
         if x_test is not None and evaluate is not None:
             history.append({"epoch": epoch + 1, **evaluate(net, x_test, y_test)})
         if checkpoint_dir is not None:
             save_checkpoint(checkpoint_dir, epoch + 1, net, {"history": history})
-    if not all(bool(jnp.isfinite(h).all()) for h in net.fields):
-        raise FloatingPointError(f"training {spec} produced non-finite weights")
     return net, history
 
 
+@checks(net=Instance(EBPNet), key=Key(), kind=OneOf(*KINDS), epochs=Int(1), batch_size=Int(1),
+        extra_var=Float(0))
 def train_ebp(net: EBPNet, x, y, key, *, kind: str, epochs: int = 3, batch_size: int = 10,
               extra_var: float = 1.0, x_test=None, y_test=None, checkpoint_dir=None) -> tuple[EBPNet, list]:
     """Online EBP; returns (net, per-epoch test errors of EBP-P and EBP-D). checkpoint_dir: see online_passes."""
@@ -320,6 +357,7 @@ def _first_layer(cols, x):
     return x @ cols.T
 
 
+@checks(net=Instance(EBPNet))
 def mlp_output(net: EBPNet, x, cols=None):
     """The real-weight network of the same architecture: tanh hidden layers, a linear output."""
     h = x
@@ -332,6 +370,7 @@ def mlp_output(net: EBPNet, x, cols=None):
     return h
 
 
+@checks(net=Instance(EBPNet), loss=OneOf('ce', 'mse'))
 def bp_loss(cols, net: EBPNet, x, y, loss: str):
     """Cross-entropy (logistic, softplus(-y f)) or squared error ((tanh f - y)^2), averaged over the batch."""
     out = mlp_output(net, x, cols)
@@ -340,6 +379,7 @@ def bp_loss(cols, net: EBPNet, x, y, loss: str):
     return jnp.mean((jnp.tanh(out) - y) ** 2)
 
 
+@checks(net=Instance(EBPNet), lr=Float(0, low_open=True), loss=OneOf('ce', 'mse'))
 def bp_update(net: EBPNet, x, y, lr: float, loss: str) -> EBPNet:
     """One SGD step; for sparse x only the columns of W_1 that occur are read and written."""
     cols = net.fields[0][:, x.idx] if isinstance(x, SparseRows) else net.fields[0]
@@ -349,6 +389,8 @@ def bp_update(net: EBPNet, x, y, lr: float, loss: str) -> EBPNet:
     return EBPNet(tuple(fields), tuple(b - lr * g for b, g in zip(net.biases, g_net.biases)))
 
 
+@checks(net=Instance(EBPNet), key=Key(), lr=Float(0, low_open=True), loss=OneOf('ce', 'mse'),
+        epochs=Int(1), batch_size=Int(1))
 def train_bp(net: EBPNet, x, y, key, *, lr: float, loss: str = "ce", epochs: int = 3, batch_size: int = 10,
              x_test=None, y_test=None, checkpoint_dir=None) -> tuple[EBPNet, list]:
     """Backpropagation baseline (SGD, constant learning rate) with the passes and minibatches of train_ebp;
@@ -380,6 +422,7 @@ PAPER_TABLE1 = {  # test error % (Table 1, 8-fold cross-validation, best of thre
 }
 
 
+@checks(n=Int(1), fold=Int(0), n_folds=Int(2))
 def fold_indices(n: int, fold: int, n_folds: int = 8):
     """The authors' contiguous folds: test rows round(fold n / K) .. round((fold + 1) n / K) - 1 (0-based)."""
     if not 0 <= fold < n_folds:

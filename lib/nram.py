@@ -11,7 +11,7 @@ import io
 import json
 import math
 import time
-from functools import partial
+from functools import lru_cache, partial
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -21,7 +21,7 @@ import optax
 from flax import nnx
 
 from lib.toolkit import _global_norm, check_array, check_finite, note_restored, restore_checkpoint, run_unit
-from lib.toolkit import save_checkpoint
+from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, checks, save_checkpoint
 from lib.toolkit import experiment as _experiment
 
 
@@ -35,6 +35,7 @@ ARITY = {"READ": 1, "ZERO": 0, "ONE": 0, "TWO": 0, "INC": 1, "ADD": 2, "SUB": 2,
 """How many of its two inputs a module uses (the paper's modules all take two and ignore the rest)."""
 
 
+@checks(name=OneOf(*MODULES), M=Int(1))
 def module_int(name: str, a, b, M: int):
     """Module `name` on integers (numpy or jax arrays, or Python ints) a, b in {0..M-1} (Sec. 4.3).
 
@@ -152,6 +153,7 @@ def write(memory: jax.Array, p: jax.Array, a: jax.Array) -> jax.Array:
 
 
 # %% book/nram.md
+@checks(registers=Int(1))
 @dataclasses.dataclass(frozen=True)
 class NRAMSpec:
     """The machine's fixed part (Sec. 3): the gate list (READ/WRITE included; may repeat) and R registers."""
@@ -190,6 +192,7 @@ class CircuitLayout(NamedTuple):
     size: int
 
 
+@checks(spec=Instance(NRAMSpec))
 def circuit_layout(spec: NRAMSpec) -> CircuitLayout:
     """The CircuitLayout of `spec`."""
     args, start, R = [], 0, spec.registers
@@ -225,6 +228,7 @@ def renormalise(x: jax.Array) -> jax.Array:
     return x + jax.lax.stop_gradient(x_pos / jnp.sum(x_pos, -1, keepdims=True) - x)
 
 
+@checks(eps=Float(0, low_open=True))
 def safe_log(x: jax.Array, eps: float) -> jax.Array:
     """log(max(x, eps)) (Sec. 4.1, "Limiting the values of logarithms")."""
     return jnp.log(jnp.maximum(x, eps))
@@ -298,6 +302,7 @@ def discrete_step(spec: NRAMSpec, registers: jax.Array, memory: jax.Array, logit
     return values[choice], memory, logits[layout.finish] > 0, values, jnp.stack(inputs)
 
 
+@checks(spec=Instance(NRAMSpec), policy=Function(), memory=Array(ndim=1), timesteps=Int(1))
 def run_discrete(spec: NRAMSpec, policy: Callable, memory: jax.Array, timesteps: int, carry=()):
     """Run the discretised machine on one example until the policy finishes or `timesteps` pass.
 
@@ -332,6 +337,7 @@ def _value_index(spec: NRAMSpec, ref) -> int:
     raise ValueError(f"a circuit input must be 'r1'..'r{spec.registers}', a module of {spec.modules} or an index, got {ref!r}")
 
 
+@checks(spec=Instance(NRAMSpec), finish=Bool(), scale=Float(0, low_open=True))
 def program_logits(spec: NRAMSpec, inputs: dict, registers: Sequence, finish: bool, scale: float = 30.0) -> np.ndarray:
     """Logits (layout.size,) of a hand-written circuit (Sec. 1).
 
@@ -362,6 +368,7 @@ def program_logits(spec: NRAMSpec, inputs: dict, registers: Sequence, finish: bo
 
 
 # %% book/nram.md
+@checks(spec=Instance(NRAMSpec))
 def copy_program(spec: NRAMSpec) -> Callable:
     """A hand-written policy that solves Copy (Sec. 1 of the chapter): r3 source pointer, r2 the offset n,
     r1 = [something left to copy]. Needs R >= 4 and the modules READ, DEC, ADD, INC, LESSOREQUALTHAN, WRITE, ONE."""
@@ -530,6 +537,7 @@ EASY_TASKS = ("access", "increment", "copy", "reverse", "swap")
 HARD_TASKS = ("permutation", "listk", "listsearch", "merge", "walkbst")
 
 
+@checks(task=OneOf(*TASKS), memory_size=Int(1), rng=Instance(np.random.Generator))
 def make_batch(task: str, difficulties: Sequence[int], memory_size: int, rng: np.random.Generator) -> Example:
     """A batch of examples (arrays (B, M)) of `task`, one per difficulty, on tapes of `memory_size` cells."""
     if task not in TASKS:
@@ -612,6 +620,8 @@ def _initial_state(spec: NRAMSpec, memory: jax.Array, dtype=jnp.float32):
     return registers, jax.nn.one_hot(memory, M, dtype=dtype)
 
 
+@checks(spec=Instance(NRAMSpec), controller=Function(), memory=Array(ndim=2), target=Array(ndim=2),
+        timesteps=Int(1))
 def run_fuzzy(spec: NRAMSpec, controller: Callable, memory: jax.Array, target: jax.Array, timesteps: int, *,
               carry=(), clip: float | None = None, eps: float = 1e-6, hard: bool = False, dtype=jnp.float32) -> Run:
     """Unroll the fuzzy machine for `timesteps` steps in lax.scan (Sec. 3).
@@ -657,6 +667,7 @@ def run_output(run: Run) -> jax.Array:
     return jnp.take_along_axis(run.argmax, t[None, :, None], 0)[0]
 
 
+@checks(output=Array(ndim=2), target=Array(ndim=2), mask=Array(ndim=2))
 def cell_errors(output, target, mask) -> tuple[int, int]:
     """(wrong cells, cells to modify) (Sec. 4.2): the error rate is their ratio."""
     output, target, mask = (np.asarray(x) for x in (output, target, mask))
@@ -667,6 +678,7 @@ def cell_errors(output, target, mask) -> tuple[int, int]:
 class Curriculum:
     """Difficulty sampling of Appendix B: level D in [1, top], raised when the error falls below `threshold`."""
 
+    @checks(top=Int(1), threshold=Float(0, 1), min_gap=Int(0), start=Int(1))
     def __init__(self, top: int, *, threshold: float = 0.1, min_gap: int = 200, start: int = 1):
         if top < 1 or not 1 <= start <= top:
             raise ValueError(f"need 1 <= start <= top, got start={start}, top={top}")
@@ -690,6 +702,12 @@ class Curriculum:
 
 
 # %% book/nram.md
+@checks(task=OneOf(*TASKS), registers=Int(1), repeats=Int(1), controller=OneOf("mlp", "lstm"),
+        hidden=Int(1), memory_size=Int(1), timesteps=Int(1), max_difficulty=Int(1), batch_size=Int(1),
+        steps=Int(1), learning_rate=Float(0, low_open=True), clip_activation=Maybe(Float(0, low_open=True)),
+        clip_norm=Float(0, low_open=True), noise_eta=Float(0), entropy=Float(0),
+        entropy_decay=Float(0, 1, low_open=True), eps=Float(0, low_open=True), threshold=Float(0, 1),
+        min_gap=Int(0), chunk=Int(1), keep_best=Bool(), seed=Int(0))
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Hyper-parameters of Sec. 4.1 (the paper gives no values; these are ours, see Sec. 4 of the chapter)."""
@@ -721,6 +739,7 @@ class TrainConfig:
         return NRAMSpec(MODULES * self.repeats, self.registers)
 
 
+@checks(config=Instance(TrainConfig))
 def make_controller(config: TrainConfig, rngs: nnx.Rngs) -> nnx.Module:
     """The controller of `config` (Sec. 3)."""
     kinds = {"mlp": MLPController, "lstm": LSTMController}
@@ -737,6 +756,7 @@ def controller_text(controller: nnx.Module) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+@checks(config=Instance(TrainConfig), text=Instance(str, what='the text of controller_text'))
 def load_controller(config: TrainConfig, text: str) -> nnx.Module:
     """The controller of `config` with the parameters that `controller_text` wrote."""
     graphdef, params, rest = nnx.split(make_controller(config, nnx.Rngs(0)), nnx.Param, ...)
@@ -751,6 +771,7 @@ def load_controller(config: TrainConfig, text: str) -> nnx.Module:
                      rest)
 
 
+@checks(config=Instance(TrainConfig))
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     """Global-norm clipping to C2, decaying gradient noise, Adam (Sec. 4.1)."""
     return optax.chain(optax.clip_by_global_norm(config.clip_norm),
@@ -793,6 +814,21 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
     return jax.jit(lambda state, batches: jax.lax.scan(step, state, batches))
 
 
+@lru_cache(maxsize=16)
+def _compiled_chunk_fn(config: TrainConfig, graphdef):
+    """_chunk_fn, kept for later runs of the same architecture and optimizer: another seed, length or
+    curriculum reuses the compiled step (the optimizer's seed only sets its initial state)."""
+    return _chunk_fn(config, graphdef, make_optimizer(config))
+
+
+def _step_settings(config: TrainConfig) -> TrainConfig:
+    """config with the settings that do not enter the compiled step set to their defaults."""
+    return dataclasses.replace(config, steps=1, seed=0, keep_best=True, threshold=0.1, min_gap=200,
+                               max_difficulty=1)
+
+
+@checks(config=Instance(TrainConfig), progress=Bool(), log=Maybe(Function()),
+        checkpoint_every=Int(1))
 def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | None = None, checkpoint_dir=None,
                checkpoint_every: int = 1000) -> NRAMResult:
     """Train an NRAM controller on `config.task` from input-output examples (Sec. 4.1, Appendix B).
@@ -824,7 +860,7 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
     graphdef, params, rest = nnx.split(controller, nnx.Param, ...)
     tx = make_optimizer(config)
     state = (params, rest, tx.init(params))
-    chunk = _chunk_fn(config, graphdef, tx)
+    chunk = _compiled_chunk_fn(_step_settings(config), graphdef)
     rng = np.random.default_rng(config.seed)
     curriculum = Curriculum(config.max_difficulty, threshold=config.threshold, min_gap=config.min_gap)
     history = {k: [] for k in ("step", "loss", "error", "error_level", "level", "grad_norm")}
@@ -910,6 +946,7 @@ class PolicyController(nnx.Module):
         return self.policy(bits, carry)
 
 
+@checks(config=Instance(TrainConfig), n=Int(1))
 def scaled_size(config: TrainConfig, n: int) -> tuple[int, int]:
     """(memory size, timesteps) for difficulty n: those of training up to its top difficulty; beyond it, both
     grow in proportion to n (never below what the task needs)."""
@@ -930,6 +967,8 @@ def _both_machines(graphdef, state, memory, target, *, spec: NRAMSpec, timesteps
     return run_output(run), discrete
 
 
+@checks(config=Instance(TrainConfig), n=Int(1), examples=Int(1), seed=Int(0), batch_size=Int(1),
+        mixed=Bool())
 def evaluate(controller: nnx.Module, config: TrainConfig, n: int, *, examples: int = 100, seed: int = 0,
              batch_size: int = 100, mixed: bool = False) -> dict:
     """Error of the fuzzy and the discretised machine on `examples` fresh examples of difficulty n (Sec. 4.4),
@@ -957,6 +996,7 @@ def evaluate(controller: nnx.Module, config: TrainConfig, n: int, *, examples: i
 
 
 # %% book/nram.md
+@checks(spec=Instance(NRAMSpec), policy=Function(), memory=Array(ndim=1), timesteps=Int(1))
 def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) -> list[dict]:
     """Step-by-step record of the discretised machine on one example (Table 2): for each timestep, the
     memory and registers at its start, the logits, the READ address and WRITE address/value, finish."""
@@ -995,6 +1035,7 @@ def format_trace(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@checks(spec=Instance(NRAMSpec))
 def circuit_choices(spec: NRAMSpec, logits) -> tuple[list, list]:
     """The argmax circuit of one timestep: (for each gate, the indices of its inputs; for each register, its source)."""
     layout, logits = spec.layout, np.asarray(logits)
@@ -1003,6 +1044,7 @@ def circuit_choices(spec: NRAMSpec, logits) -> tuple[list, list]:
     return args, [int(o) for o in outs]
 
 
+@checks(spec=Instance(NRAMSpec))
 def draw_circuit(spec: NRAMSpec, logits, ax=None, title: str | None = None):
     """Draw the argmax circuit of one timestep (Figure 4): registers r_j on the left, the gates that
     matter (their output reaches a register or they write to memory), the new registers r_j' on the right."""
@@ -1070,6 +1112,8 @@ BOOK_CONFIGS = {
 
 
 # %% book/nram.md
+@checks(spec=Instance(NRAMSpec), policy=Function(), timesteps=Int(1), min_seconds=Float(0),
+        min_repeats=Int(1))
 def time_machines(spec: NRAMSpec, policy: Callable, sizes: Sequence[int] = (50, 100, 500), *, timesteps: int = 40,
                   min_seconds: float = 0.25, min_repeats: int = 5) -> list[dict]:
     """Seconds per timestep of the discretised and the fuzzy machine running `policy` on Copy, per tape size M
@@ -1163,6 +1207,7 @@ SEARCH_SPACE = {"entropy": [0.003, 0.01, 0.03, 0.1], "noise_eta": [0.0, 0.01, 0.
 """The hyper-parameters `nram-search` draws from, each uniformly from its list (the paper gives none)."""
 
 
+@checks(count=Int(0), seed=Int(0))
 def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
     """`count` settings, each field drawn independently and uniformly from its list in `space`."""
     rng = np.random.default_rng(seed)
@@ -1216,6 +1261,7 @@ NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piec
 
 
 # %% book/nram.md
+@checks(spec=Instance(NRAMSpec))
 def swap_program(spec: NRAMSpec) -> Callable:
     """A hand-written policy that solves Swap in five timesteps (Sec. 8 of the chapter). Needs R >= 4 and the
     modules READ, ZERO, ONE, WRITE; the phase is read from the registers' zero tests."""

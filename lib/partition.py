@@ -16,11 +16,13 @@ import numpy as np
 from flax import nnx
 from scipy.special import erfc, erfcinv
 
+from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, NonFiniteError, OneOf, checks
 from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
 from lib.toolkit import experiment as _experiment
 
 
 # %% book/partition.md
+@checks(x=Array())
 def softplus(x):
     """log(1 + e^x), stable; several times faster than jax.nn.softplus on CPU (no NaN handling)."""
     return jnp.maximum(x, 0) + jnp.log1p(jnp.exp(-jnp.abs(x)))
@@ -46,11 +48,13 @@ def check_betas(betas) -> jax.Array:
     return jnp.asarray(b, jnp.float32)
 
 
+@checks(n_temps=Int(2))
 def linear_betas(n_temps: int) -> jax.Array:
     """n_temps inverse temperatures spaced linearly from 1 down to 0 (the paper's Table 1 runs)."""
     return check_betas(np.linspace(1.0, 0.0, n_temps))
 
 
+@checks(x=Array(ndim=2), eps=Float(0, 0.5, low_open=True, high_open=True))
 def log_odds_of_mean(x, eps: float = 1e-3) -> jax.Array:
     """logit of the column means of x, clipped to [eps, 1 - eps]: the visible-bias start of footnote 4."""
     m = jnp.clip(jnp.mean(jnp.asarray(x, jnp.float32), 0), eps, 1 - eps)
@@ -65,6 +69,8 @@ class RBM(nnx.Module):
     temperatures on an (M, N, n_visible) stack of particles.
     """
 
+    @checks(n_visible=Int(1), n_hidden=Int(1), init_scale=Float(0),
+            visible_bias=Maybe(Array(ndim=1)))
     def __init__(self, n_visible: int, n_hidden: int, *, rngs: nnx.Rngs, init_scale: float = 0.01,
                  visible_bias=None, dtype=jnp.float32):
         if n_visible < 1 or n_hidden < 1:
@@ -132,6 +138,7 @@ class RBM(nnx.Module):
 
 
 # %% book/partition.md
+@checks(n_bits=Int(0, 62), start=Int(0), count=Maybe(Int(1)))
 def binary_codes(n_bits: int, start=0, count: int | None = None) -> jax.Array:
     """Rows start .. start+count-1 of the 2^n_bits binary codes; bit j of row r is (r >> j) & 1."""
     count = 2 ** n_bits if count is None else count
@@ -155,6 +162,7 @@ def _chunk_log_sums(K, lin, other_bias, low_bits: int):
     return jax.lax.map(chunk, high)
 
 
+@checks(rbm=Instance(RBM), beta=Float(0), low_bits=Int(1), max_bits=Int(1))
 def exact_log_z(rbm: RBM, beta: float = 1.0, *, low_bits: int = 14, max_bits: int = 30) -> float:
     """log Z_beta, exactly (eq. pt-exact), enumerating the smaller layer in chunks of 2^low_bits codes."""
     W, b, c = rbm.W[...], rbm.b[...], rbm.c[...]
@@ -173,6 +181,7 @@ def exact_log_z(rbm: RBM, beta: float = 1.0, *, low_bits: int = 14, max_bits: in
 
 
 # %% book/partition.md
+@checks(rbm=Instance(RBM), key=Key(), parity=OneOf(0, 1))
 def swap_pass(rbm: RBM, v, a, betas, key, parity: int):
     """Propose swaps (i, i+1) for all i with i % 2 == parity, independently for each of the N chains.
 
@@ -194,6 +203,7 @@ def swap_pass(rbm: RBM, v, a, betas, key, parity: int):
     return move(v), move(a), jnp.where(proposed, jnp.minimum(1.0, jnp.exp(log_r)), 0.0)
 
 
+@checks(rbm=Instance(RBM), key=Key(), gibbs_steps=Int(1))
 def pt_sweep(rbm: RBM, v, a, betas, key, gibbs_steps: int = 1):
     """Gibbs at every temperature, then the even and the odd swap pass. Returns (v, a, swap rate per pair)."""
     kg, k0, k1 = jax.random.split(key, 3)
@@ -211,6 +221,9 @@ def pt_sweep(rbm: RBM, v, a, betas, key, gibbs_steps: int = 1):
 
 
 # %% book/partition.md
+@checks(swap_rate=Array(ndim=1), step=Float(0, 1, low_open=True),
+        min_rate=Float(0, 1, low_open=True, high_open=True),
+        max_rate=Float(0, 1, low_open=True, high_open=True))
 def adapt_betas(betas, swap_rate, *, step: float = 0.5, min_rate: float = 0.01, max_rate: float = 0.99) -> jax.Array:
     """Inverse temperatures moved towards equal swap rates (eq. pt-adapt).
 
@@ -236,6 +249,7 @@ def adapt_betas(betas, swap_rate, *, step: float = 0.5, min_rate: float = 0.01, 
 
 
 # %% book/partition.md
+@checks(log_w=Array(finite=False), axis=Int())
 def log_mean_exp(log_w, axis: int = -1):
     """(log of the mean of exp(log_w), its delta-method variance Var(w) / (N mean(w)^2)) along `axis`."""
     m = jax.lax.stop_gradient(jnp.max(log_w, axis, keepdims=True))
@@ -266,6 +280,8 @@ class Tracker(NamedTuple):
     cov: jax.Array
 
 
+@checks(n_temps=Int(2), log_z0=Float(), var=Float(0, low_open=True),
+        bias_var=Float(0, low_open=True))
 def tracker_init(n_temps: int, log_z0, *, var: float = 1.0, bias_var: float = 1e-2) -> Tracker:
     """p(x_0): every zeta_i at log_z0 (exact when W = c = 0, close for a small random W), bias 0."""
     mean = jnp.concatenate([jnp.full(n_temps - 1, log_z0, jnp.float32), jnp.zeros(1, jnp.float32)])
@@ -273,6 +289,7 @@ def tracker_init(n_temps: int, log_z0, *, var: float = 1.0, bias_var: float = 1e
     return Tracker(mean, jnp.diag(variances))
 
 
+@checks(n_temps=Int(2))
 def observation_matrices(n_temps: int):
     """(C_cur, C_prev, H) of eq. pt-ssm for M = n_temps, each (M-1, M), as numpy arrays."""
     k = n_temps - 1
@@ -291,6 +308,7 @@ def _spd_inverse(a):
     return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a, lower=True), jnp.eye(a.shape[0], dtype=a.dtype))
 
 
+@checks(tracker=Instance(Tracker))
 def kalman_update(tracker: Tracker, o_dt, var_dt, o_db, var_db, log_z_base, process_var) -> Tracker:
     """One step of Figure 2 in precision form (eqs. pt-joint, pt-marginal, then the bridge term).
 
@@ -327,6 +345,11 @@ def ais_betas(counts: Sequence[int] = (1000, 10000, 10000), edges: Sequence[floa
     """Piecewise-linear annealing schedule: counts[k] steps over [edges[k], edges[k+1]] (footnote 5)."""
     if len(edges) != len(counts) + 1:
         raise ValueError(f"need len(edges) == len(counts) + 1, got {len(edges)} and {len(counts)}")
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in counts):
+        raise ValueError(f"counts must be positive integers, got {list(counts)}")
+    e = np.asarray(edges, np.float64)
+    if not (np.isfinite(e).all() and e[0] == 0.0 and e[-1] == 1.0 and (np.diff(e) > 0).all()):
+        raise ValueError(f"edges must rise strictly from 0 to 1, got {list(edges)}")
     parts = [np.linspace(lo, hi, n, endpoint=False) for lo, hi, n in zip(edges[:-1], edges[1:], counts)]
     return jnp.asarray(np.concatenate(parts + [np.array([edges[-1]])]), jnp.float32)
 
@@ -360,14 +383,24 @@ def _ais_log_weights(graphdef, params, base_bias, betas, key, n_runs):
     return log_w
 
 
+def check_ais_betas(betas) -> jax.Array:
+    """An annealing schedule: a vector of at least two betas rising from 0 to 1, never falling."""
+    b = np.asarray(betas, np.float64)
+    if b.ndim != 1 or b.size < 2 or not np.isfinite(b).all():
+        raise ValueError(f"betas must be a finite vector of at least two values, got shape {b.shape}")
+    if b[0] != 0.0 or b[-1] != 1.0 or (np.diff(b) < 0).any():
+        raise ValueError(f"betas must rise from 0 (the base model) to 1 (the RBM) without falling, got "
+                         f"{b[0]:g} ... {b[-1]:g} over {b.size} values")
+    return jnp.asarray(b, jnp.float32)
+
+
+@checks(rbm=Instance(RBM), key=Key(), base_bias=Maybe(Array(ndim=1)), n_runs=Int(2))
 def ais_log_z(rbm: RBM, key, *, base_bias=None, betas=None, n_runs: int = 100) -> AISResult:
     """log Z by AIS from the base-rate model exp(base_bias'v) (eq. pt-ais); base_bias defaults to b."""
     base_bias = rbm.b[...] if base_bias is None else jnp.asarray(base_bias, jnp.float32)
     if base_bias.shape != (rbm.n_visible,):
         raise ValueError(f"base_bias must have shape ({rbm.n_visible},), got {base_bias.shape}")
-    betas = ais_betas() if betas is None else jnp.asarray(betas, jnp.float32)
-    if n_runs < 2:
-        raise ValueError(f"n_runs must be >= 2 for an interval, got {n_runs}")
+    betas = ais_betas() if betas is None else check_ais_betas(betas)
     graphdef, params = nnx.split(rbm)
     log_w = np.asarray(_ais_log_weights(graphdef, params, base_bias, betas, key, n_runs), np.float64)
     log_za = float(jnp.sum(softplus(base_bias))) + rbm.n_hidden * math.log(2.0)
@@ -386,6 +419,7 @@ class SMLState(NamedTuple):
     tracker: Tracker
 
 
+@checks(lr0=Float(0, low_open=True), alpha=Maybe(Float(0, low_open=True)))
 def learning_rate(step, lr0: float, alpha: float | None):
     """eps_t = min(alpha eps_0 / (t + 1), eps_0) (Sec. 4); alpha = None holds eps_0 constant."""
     if alpha is None:
@@ -449,15 +483,35 @@ class SMLResult(NamedTuple):
     best_step: int
 
 
+@checks(rbm=Instance(RBM), n_chains=Int(1), key=Key(), init_var=Float(0, low_open=True))
 def init_sml_state(rbm: RBM, betas, n_chains: int, key, *, init_var: float = 1.0) -> SMLState:
     """Particles from the beta = 0 model (independent Bernoulli(sigmoid(b))) at every temperature."""
-    betas = jnp.asarray(betas, jnp.float32)
+    betas = check_betas(betas)
     v = jax.random.bernoulli(key, jax.nn.sigmoid(rbm.b[...]),
                              (betas.shape[0], n_chains, rbm.n_visible)).astype(jnp.float32)
     return SMLState(nnx.state(rbm, nnx.Param), v, -rbm.free_energy(v, betas[:, None]),
                     tracker_init(betas.shape[0], rbm.log_z_base(), var=init_var))
 
 
+def _check_finite_state(state: SMLState, t: int, n: int, lr, alpha) -> None:
+    """Raise NonFiniteError naming the first non-finite quantity (parameters, particles, tracker)."""
+    quantities = {**{f"params{jax.tree_util.keystr(path)}": leaf
+                     for path, leaf in jax.tree_util.tree_flatten_with_path(state.params)[0]},
+                  "particles": state.v, "log_q": state.log_q,
+                  "tracker.mean": state.tracker.mean, "tracker.cov": state.tracker.cov}
+    for name, value in quantities.items():
+        value = np.asarray(getattr(value, "value", value))
+        if not np.isfinite(value).all():
+            raise NonFiniteError(t, name, float(value[~np.isfinite(value)][0]),
+                                 f"SML-PT diverged in steps {t - n + 1}..{t} (lr {lr}, alpha {alpha}); "
+                                 "lower the learning rate")
+
+
+@checks(rbm=Instance(RBM), key=Key(), steps=Int(1), lr=Float(0, low_open=True),
+        alpha=Maybe(Float(0, low_open=True)), n_chains=Int(2), batch_size=Int(1),
+        gibbs_steps=Int(1), track=Bool(), eval_every=Int(1), evaluate=Maybe(Function()),
+        patience=Maybe(Int(1)), bias_var_scale=Float(0), start=Int(0), checkpoint_every=Int(1),
+        adapt=Bool(), adapt_step=Float(0, 1, low_open=True))
 def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha: float | None = None,
                  betas=None, n_chains: int = 20, batch_size: int = 20, gibbs_steps: int = 1, track: bool = True,
                  eval_every: int = 1000, evaluate=None, x_valid=None, patience: int | None = None,
@@ -479,10 +533,8 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
     if x_valid is not None:
         x_valid = check_binary(x_valid, "x_valid", rbm.n_visible)
     betas = linear_betas(10) if betas is None else check_betas(betas)
-    if min(steps, eval_every, batch_size, gibbs_steps) < 1 or n_chains < 2:
-        raise ValueError(f"steps, eval_every, batch_size and gibbs_steps must be >= 1 and n_chains >= 2 (the "
-                         f"weights' variance needs two chains), got {steps}, {eval_every}, {batch_size}, "
-                         f"{gibbs_steps}, {n_chains}")
+    if batch_size > x_train.shape[0]:
+        raise ValueError(f"batch_size ({batch_size}) must not exceed the {x_train.shape[0]} rows of x_train")
     if patience is not None and (x_valid is None or not track):
         raise ValueError("early stopping (patience) needs x_valid and track=True")
     graphdef, _, rest = nnx.split(rbm, nnx.Param, ...)
@@ -511,9 +563,7 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
         seconds += time.perf_counter() - began
         t += n
         history.append(jax.tree.map(np.asarray, record))
-        if not (np.isfinite(np.asarray(state.v)).all() and np.isfinite(np.asarray(state.tracker.mean)).all()):
-            raise FloatingPointError(f"SML-PT diverged by step {t}: non-finite particles or tracker "
-                                     f"(lr {lr}, alpha {alpha}); lower the learning rate")
+        _check_finite_state(state, t, n, lr, alpha)
         model = nnx.merge(graphdef, state.params, rest)
         row = {"step": t, "seconds": seconds}
         if track:
@@ -546,6 +596,7 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
     return SMLResult(nnx.merge(graphdef, state.params, rest), state, history, evals, t)
 
 
+@checks(rbm=Instance(RBM), key=Key(), steps=Int(1), repeats=Int(1))
 def time_sml_pt(rbm: RBM, x_train, key, *, steps: int = 1000, repeats: int = 2, **kwargs) -> dict:
     """Seconds per update of SML-PT alone and with the tracker: the best of `repeats` alternating runs
     of `steps` updates each, after one compiling run of each."""
@@ -575,7 +626,7 @@ def _trace_row(history: dict, every: int) -> dict:
 
 @_experiment(
     "partition-mnist", chapter="partition",
-    book={"n_hidden": 25, "steps": 20000, "schedules": [[0.01, 1e3], [0.01, 1e5]], "eval_every": 5000,
+    book={"n_hidden": 25, "steps": 20000, "schedules": [[0.01, 1e3], [0.01, 1e5]], "eval_every": 10000,
           "ais_every": 20000, "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
           "batch_size": 20, "trace_every": 50, "timing_steps": 2000, "timing_repeats": 1, "seed": 0},
     paper={"n_hidden": 25, "steps": 300000,
@@ -882,6 +933,7 @@ __all__ = [
     'ais_log_z',
     'binary_codes',
     'bridge_log_ratio',
+    'check_ais_betas',
     'check_betas',
     'check_binary',
     'exact_log_z',

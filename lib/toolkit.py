@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import re
@@ -125,6 +126,356 @@ def check_array(
         bad = np.argwhere(~np.isin(values, (0, 1)))[0]
         raise ValueError(f"{name} must be binary (0 or 1), got {values[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
     return x
+
+
+# %% book/toolkit.md
+import functools
+import inspect
+
+
+def _shown(value) -> str:
+    if hasattr(value, "shape") and hasattr(value, "dtype") and getattr(value, "ndim", 0) > 0:
+        return f"an array of shape {tuple(value.shape)} and dtype {value.dtype}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _refuse(name: str, expected: str, value, error=ValueError):
+    raise error(f"{name} must be {expected}, got {_shown(value)}")
+
+
+class Arg:
+    """The contract of one argument: `check(value, name)` raises a ValueError (a TypeError for a
+    value of the wrong type) naming the argument; `bad()` lists (label, value) pairs it refuses and
+    `good()` returns one value it accepts."""
+
+    expected = "a value"
+
+    def check(self, value, name: str):
+        return value
+
+    def good(self):
+        raise NotImplementedError
+
+    def bad(self) -> list:
+        return []
+
+    def __repr__(self) -> str:
+        return f"<{self.expected}>"
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _bounds(low, high, low_open=False, high_open=False) -> str:
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {high}")
+    return " and ".join(parts)
+
+
+class Int(Arg):
+    """An integer (not a bool) in [low, high]."""
+
+    def __init__(self, low: int | None = None, high: int | None = None):
+        self.low, self.high = low, high
+        self.expected = "an integer" + (f" {_bounds(low, high)}" if (low, high) != (None, None) else "")
+
+    def check(self, value, name):
+        if hasattr(value, "dtype") and getattr(value, "ndim", None) == 0 and not isinstance(value, np.generic):
+            if not jnp.issubdtype(value.dtype, jnp.integer):  # a 0-d array (a loop counter under jit)
+                _refuse(name, self.expected, value, TypeError)
+            if _is_traced(value):
+                return value
+            value = value.item()
+        if not _is_int(value):
+            _refuse(name, self.expected, value, TypeError)
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            _refuse(name, self.expected, value)
+        return value
+
+    def good(self):
+        return self.low if self.low is not None else (self.high if self.high is not None else 0)
+
+    def bad(self):
+        cases = [("bool", True), ("float", 1.5), ("string", "3")]
+        if self.low is not None:
+            cases.append(("below", self.low - 1))
+        if self.high is not None:
+            cases.append(("above", self.high + 1))
+        return cases
+
+
+class Float(Arg):
+    """A real number (int or float, not a bool), finite unless finite=False, within the bounds."""
+
+    def __init__(self, low=None, high=None, *, low_open=False, high_open=False, finite=True):
+        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+        self.finite = finite
+        kind = "a finite number" if finite else "a number (not NaN)"
+        bounds = _bounds(low, high, low_open, high_open)
+        self.expected = kind + (f" {bounds}" if bounds else "")
+
+    def check(self, value, name):
+        if _is_traced(value):
+            return value
+        if hasattr(value, "ndim") and getattr(value, "ndim", 1) == 0 and not isinstance(value, np.generic):
+            value_ = value.item() if hasattr(value, "item") else value
+        else:
+            value_ = value
+        if isinstance(value_, (bool, np.bool_)) or not isinstance(value_, (int, float, np.integer, np.floating)):
+            _refuse(name, self.expected, value, TypeError)
+        v = float(value_)
+        if np.isnan(v) or (self.finite and not np.isfinite(v)):
+            _refuse(name, self.expected, value)
+        low_bad = self.low is not None and (v <= self.low if self.low_open else v < self.low)
+        high_bad = self.high is not None and (v >= self.high if self.high_open else v > self.high)
+        if low_bad or high_bad:
+            _refuse(name, self.expected, value)
+        return value
+
+    def good(self):
+        if self.low is not None and self.high is not None:
+            return (self.low + self.high) / 2
+        if self.low is not None:
+            return self.low + 1.0
+        return self.high - 1.0 if self.high is not None else 0.5
+
+    def bad(self):
+        cases = [("NaN", float("nan")), ("bool", True), ("string", "0.1")]
+        if self.finite:
+            cases.append(("Inf", float("inf")))
+        if self.low is not None:
+            cases.append(("below", self.low if self.low_open else self.low - 1.0))
+        if self.high is not None:
+            cases.append(("above", self.high if self.high_open else self.high + 1.0))
+        return cases
+
+
+class OneOf(Arg):
+    """One of a fixed set of values (a variant's name, an estimator...)."""
+
+    def __init__(self, *choices):
+        self.choices = tuple(choices)
+        self.expected = "one of " + ", ".join(repr(c) for c in self.choices)
+
+    def check(self, value, name):
+        if _is_traced(value):
+            return value
+        try:
+            ok = any(value == c and type(value) is type(c) for c in self.choices)
+        except Exception:
+            ok = False
+        if not ok:
+            _refuse(name, self.expected, value)
+        return value
+
+    def good(self):
+        return self.choices[0]
+
+    def bad(self):
+        return [("unknown", "no-such-choice"), ("number", 3)]
+
+
+class Bool(Arg):
+    """True or False (not 0, 1 or a string)."""
+
+    expected = "True or False"
+
+    def check(self, value, name):
+        if not isinstance(value, (bool, np.bool_)):
+            _refuse(name, self.expected, value, TypeError)
+        return value
+
+    def good(self):
+        return False
+
+    def bad(self):
+        return [("int", 1), ("string", "yes")]
+
+
+class Maybe(Arg):
+    """None, or a value that `inner` accepts."""
+
+    def __init__(self, inner: Arg):
+        self.inner = inner
+        self.expected = f"None or {inner.expected}"
+
+    def check(self, value, name):
+        if value is None:
+            return value
+        try:
+            return self.inner.check(value, name)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"{err} (or None)") from None
+
+    def good(self):
+        return None
+
+    def bad(self):
+        return [(label, value) for label, value in self.inner.bad() if value is not None]
+
+
+class Array(Arg):
+    """An array (anything with a shape, or a nested list) that `check_array` accepts, non-empty
+    unless empty=True."""
+
+    def __init__(self, *, ndim=None, shape=None, dtype=None, finite=True, binary=False, empty=False):
+        self.kw = dict(ndim=ndim, shape=shape, dtype=dtype, finite=finite, binary=binary)
+        self.empty = empty
+        self.ndim = len(shape) if shape is not None else ndim
+        what = "a binary array" if binary else "an array"
+        if self.ndim is not None:
+            what += f" with {self.ndim} dimension{'s' if self.ndim != 1 else ''}"
+        self.expected = what
+
+    def check(self, value, name):
+        if isinstance(value, (str, bytes, dict)) or value is None:
+            _refuse(name, self.expected, value, TypeError)
+        arr = check_array(value, name, **self.kw)
+        if not self.empty and not _is_traced(arr) and np.size(arr) == 0:
+            raise ValueError(f"{name} must not be empty, got shape {tuple(np.shape(arr))}")
+        return value
+
+    def good(self):
+        shape = self.kw["shape"] or (3,) * (self.ndim or 1)
+        shape = tuple(3 if s is None else s for s in shape)
+        dtype = np.int32 if self.kw["dtype"] == "integer" else np.float32
+        return np.ones(shape, dtype)
+
+    def bad(self):
+        good = self.good()
+        cases = [("string", "x"), ("None", None)]
+        if self.ndim is not None:
+            cases.append(("wrong rank", np.ones(good.shape + (2,), good.dtype)))
+        if self.kw["finite"] and good.dtype.kind == "f":
+            cases.append(("NaN", np.where(np.arange(good.size).reshape(good.shape) == 0, np.nan, good)))
+        if self.kw["binary"]:
+            cases.append(("not binary", np.full(good.shape, 0.5, np.float32)))
+        if self.kw["dtype"] == "integer":
+            cases.append(("float", good.astype(np.float32) + 0.5))
+        if not self.empty:
+            cases.append(("empty", np.ones((0,) + good.shape[1:], good.dtype)))
+        return cases
+
+
+class Key(Arg):
+    """A JAX random key: jax.random.key(seed), or a legacy uint32 key of shape (2,)."""
+
+    expected = "a JAX random key (jax.random.key(seed))"
+
+    def check(self, value, name):
+        dtype = getattr(value, "dtype", None)
+        if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            return value
+        if dtype == np.uint32 and tuple(getattr(value, "shape", ())[-1:]) == (2,):
+            return value
+        _refuse(name, self.expected, value, TypeError)
+
+    def good(self):
+        return jax.random.key(0)
+
+    def bad(self):
+        return [("int", 0), ("float array", np.zeros(2, np.float32))]
+
+
+class Function(Arg):
+    """A callable (a loss, a policy, a validation score...)."""
+
+    expected = "a function"
+
+    def check(self, value, name):
+        if not callable(value):
+            _refuse(name, self.expected, value, TypeError)
+        return value
+
+    def good(self):
+        return lambda *args, **kwargs: None
+
+    def bad(self):
+        return [("string", "f"), ("number", 1)]
+
+
+class Instance(Arg):
+    """An instance of one of `types` (a model class, a config dataclass)."""
+
+    def __init__(self, *types, what: str | None = None):
+        self.types = types
+        self.expected = what or "a " + " or ".join(t.__name__ for t in types)
+
+    def check(self, value, name):
+        if not isinstance(value, self.types):
+            _refuse(name, self.expected, value, TypeError)
+        return value
+
+    def bad(self):
+        return [(label, v) for label, v in (("None", None), ("string", "model"), ("number", 3))
+                if not isinstance(v, self.types)]
+
+
+def checks(**contracts: Arg):
+    """Decorator: check the named arguments of each call against their contracts (`Arg`s) before
+    the function runs. The contracts are kept in `fn.__checks__` for `bad_calls`. On a class (a
+    dataclass, say), it checks the arguments of its __init__."""
+
+    def wrap(fn):
+        if inspect.isclass(fn):
+            fn.__init__ = wrap(fn.__init__)
+            return fn
+        sig = inspect.signature(fn)
+        unknown = set(contracts) - set(sig.parameters)
+        if unknown:
+            raise TypeError(f"checks: {fn.__qualname__} has no argument {sorted(unknown)}")
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError as err:
+                raise TypeError(f"{fn.__qualname__}(): {err}") from None
+            for name, contract in contracts.items():
+                if name in bound.arguments:
+                    contract.check(bound.arguments[name], name)
+            return fn(*args, **kwargs)
+
+        checked.__checks__ = dict(contracts)
+        return checked
+
+    return wrap
+
+
+def bad_calls(fn, required: dict | None = None):
+    """Calls of `fn` (a function or class decorated with `checks`) that its contracts must refuse:
+    yields (argument, label, kwargs), one per refused value of each checked argument, the other
+    arguments valid (`good()`), or taken from `required` for unchecked ones without a default."""
+    target = fn.__init__ if inspect.isclass(fn) else fn
+    contracts = getattr(target, "__checks__", {})
+    sig = inspect.signature(target)
+    params = [p for p in sig.parameters.values() if p.name != "self"
+              and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    required = dict(required or {})
+    for name, contract in contracts.items():
+        for label, value in contract.bad():
+            kwargs = {}
+            for p in params:
+                if p.name == name:
+                    kwargs[p.name] = value
+                elif p.name in required:
+                    kwargs[p.name] = required[p.name]
+                elif p.default is not p.empty:
+                    continue
+                elif p.name in contracts:
+                    try:
+                        kwargs[p.name] = contracts[p.name].good()
+                    except NotImplementedError:
+                        raise TypeError(f"bad_calls: pass required={{{p.name!r}: ...}}, a valid "
+                                        f"{p.name} for {target.__qualname__}") from None
+                else:
+                    kwargs[p.name] = None
+            yield name, label, kwargs
 
 
 # %% book/toolkit.md
@@ -741,6 +1092,75 @@ def run_kind(record: dict) -> str:
     )
 
 
+def _setting_kind(refs: list) -> tuple[str, str]:
+    """What a setting whose preset values are `refs` accepts: (kind, description)."""
+    refs = [r for r in refs if r is not None]
+    if refs and all(isinstance(r, bool) for r in refs):
+        return "bool", "true or false"
+    if refs and all(_is_int(r) for r in refs):
+        low = min(refs)
+        return ("int1", "an integer >= 1") if low >= 1 else (("int0", "an integer >= 0") if low >= 0 else
+                                                              ("int", "an integer"))
+    if refs and all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in refs):
+        low = min(refs)
+        return ("pos", "a number > 0") if low > 0 else (("nonneg", "a number >= 0") if low >= 0 else
+                                                         ("num", "a number"))
+    return "other", ""
+
+
+def check_settings(name: str, presets: dict, overrides: dict) -> None:
+    """Refuse an override whose type or range differs from the setting's values in the presets
+    (`python -m lib ... --set KEY=VALUE`): an integer where the presets hold integers (not a bool,
+    not 1.5), positive where they are positive, a list of the same kind of items, one of the strings
+    the presets use where a setting is either a list or a string ("all")."""
+    for key, value in overrides.items():
+        refs = [presets[p][key] for p in presets if key in presets[p]]
+        problem = _setting_problem(refs, value)
+        if problem:
+            shown = ", ".join(json.dumps(r) for r in refs)
+            raise ValueError(f"experiment {name}: setting {key} must be {problem} (its presets: {shown}), "
+                             f"got {json.dumps(value)}")
+
+
+def _setting_problem(refs: list, value) -> str:
+    """'' if value fits the preset values refs, else what it should be."""
+    if value is None:
+        return "" if any(r is None for r in refs) else "a value (not null)"
+    present = [r for r in refs if r is not None]
+    if not present:
+        return ""
+    kind, text = _setting_kind(present)
+    if kind != "other":
+        ok = {"bool": lambda v: isinstance(v, bool),
+              "int1": lambda v: _is_int(v) and v >= 1, "int0": lambda v: _is_int(v) and v >= 0,
+              "int": _is_int,
+              "pos": lambda v: _is_number(v) and v > 0, "nonneg": lambda v: _is_number(v) and v >= 0,
+              "num": _is_number}[kind](value)
+        return "" if ok else text
+    lists = [r for r in present if isinstance(r, list)]
+    strings = [r for r in present if isinstance(r, str)]
+    if isinstance(value, list) and lists:
+        items = [item for r in lists for item in r]
+        if not value and items:
+            return "a non-empty list"
+        for item in value:
+            inner = _setting_problem(items, item) if items else ""
+            if inner:
+                return f"a list of items each {inner}"
+        return ""
+    if isinstance(value, str) and strings:
+        return "" if not lists or value in strings else " or ".join(["a list"] + [json.dumps(s) for s in strings])
+    if isinstance(value, dict) and all(isinstance(r, dict) for r in present):
+        return ""
+    kinds = sorted({"a list" if isinstance(r, list) else "a string" if isinstance(r, str) else
+                    "an object" if isinstance(r, dict) else type(r).__name__ for r in present})
+    return " or ".join(kinds)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _parse_value(text: str):
     try:
         return json.loads(text)
@@ -784,6 +1204,7 @@ def run_experiment(
     unknown = sorted(set(overrides) - set(config))
     if unknown:
         raise ValueError(f"experiment {name}: unknown settings {unknown}; it has {sorted(config)}")
+    check_settings(name, exp.presets, overrides)
     config.update(overrides)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     origin = provenance()  # taken before the run: the code that runs is the code of this commit
@@ -1467,6 +1888,9 @@ def scorecard_main(argv: list[str]) -> int:
 
 
 __all__ = [
+    'Arg',
+    'Array',
+    'Bool',
     'Claim',
     'DIRECTIONS',
     'EXPERIMENTS',
@@ -1474,7 +1898,14 @@ __all__ = [
     'FOOTNOTE',
     'FitResult',
     'FlatStep',
+    'Float',
+    'Function',
+    'Instance',
+    'Int',
+    'Key',
+    'Maybe',
     'NonFiniteError',
+    'OneOf',
     'PAPERS',
     'PRESETS',
     'PRESET_ENV',
@@ -1485,9 +1916,12 @@ __all__ = [
     'Table',
     'TrainState',
     'all_claims',
+    'bad_calls',
     'check_array',
     'check_claims',
     'check_finite',
+    'check_settings',
+    'checks',
     'compare_to_preset',
     'current_preset',
     'data_mesh',

@@ -187,6 +187,7 @@ def test_reinforce_is_unbiased():
     assert np.all(np.abs(np.asarray(g.mean(0)) - np.asarray(exact)) < 5 * se + 1e-9)
 
 
+@pytest.mark.slow
 def test_training_lowers_the_description_length_and_keeps_the_best():
     rng = np.random.default_rng(0)
     protos = rng.random((4, 20)) < 0.5
@@ -319,6 +320,7 @@ def test_patience_stops_after_that_many_evaluations_without_improvement():
     assert list(hist["valid_step"]) == [100, 200, 300, 400, 500] and hist["best_step"] == 200
 
 
+@pytest.mark.slow
 def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch):
     """The registered experiments run end to end on the real data (tiny settings) and write their rows."""
     from lib.toolkit import run_experiment
@@ -354,6 +356,7 @@ def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("stop_at", [250, 300])  # between validations (fit's checkpoints), at a validation
+@pytest.mark.slow
 def test_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path, stop_at):
     """Validation every 100 steps, fit's checkpoints every 50, patience 2; interrupted at step `stop_at`
     (an exception in the loss's logging): resumed, the model, the history and the early-stopping choice of

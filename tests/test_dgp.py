@@ -132,6 +132,7 @@ def test_log_density_is_the_mixture(rng):
     np.testing.assert_allclose(model.log_density(x, y, key, 30), brute, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_elbo_mean_does_not_depend_on_the_minibatch_size(rng):
     from flax import nnx
 
@@ -271,6 +272,7 @@ def test_gradient_of_the_bound_matches_finite_differences(rng, whiten, per_outpu
     flat, unravel = jax.flatten_util.ravel_pytree(params)
     key = jax.random.key(0)  # a fixed key: the estimate is a deterministic function of the parameters
 
+    @jax.jit  # one compilation for the 24 evaluations of the finite differences
     def f(v):
         return nnx.merge(graphdef, unravel(v), rest).elbo(jnp.asarray(x), jnp.asarray(y), key)
 
@@ -361,6 +363,7 @@ def test_classification_likelihoods_against_monte_carlo():
         assert np.isclose(float(rmax.predict_log_density(jnp.asarray(mu), jnp.asarray(s2), y)), np.log(probs[label]))
 
 
+@pytest.mark.slow
 def test_robustmax_classifier_trains_and_checks_labels(rng):
     x = rng.normal(size=(120, 2))
     y = (np.arctan2(x[:, 1], x[:, 0]) > 0).astype(np.int32)[:, None] + (x[:, 0] > 1).astype(np.int32)[:, None]
@@ -413,6 +416,7 @@ def test_per_output_layer_is_p_single_output_layers(rng, whiten):
         G.SVGPLayer(G.RBF(D, batch=2), Z[0], P)
 
 
+@pytest.mark.slow
 def test_float32_model_stays_float32_and_agrees_with_float64(rng):
     x = rng.normal(size=(40, 3))
     y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(40, 1))

@@ -201,6 +201,7 @@ def test_folds_and_summary():
 
 
 @pytest.mark.skipif(not os.environ.get("LIB_DATA_DIR"), reason="LIB_DATA_DIR not set")
+@pytest.mark.slow
 def test_ebp_text_experiment_end_to_end():
     from lib.toolkit import EXPERIMENTS
     config = dict(EXPERIMENTS["ebp-text"].presets["book"], tasks=["reuters_I654_I65"], epochs=1,
@@ -272,6 +273,7 @@ def test_a_ten_class_network_learns_a_teacher_with_one_output_per_class():
 
 
 @pytest.mark.skipif(not os.environ.get("LIB_DATA_DIR"), reason="LIB_DATA_DIR not set")
+@pytest.mark.slow
 def test_ebp_mnist_experiment_end_to_end():
     from lib.toolkit import EXPERIMENTS
     rows = E.run_ebp_mnist(dict(EXPERIMENTS["ebp-mnist"].presets["book"], hidden=[[50]], epochs=1,

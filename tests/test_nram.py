@@ -137,6 +137,7 @@ def test_hard_fuzzy_machine_equals_discrete_machine_for_a_random_controller(kind
     assert not np.array_equal(np.asarray(out), batch.memory)  # the random circuit did write something
 
 
+@pytest.mark.slow
 def test_gradient_of_the_loss_matches_finite_differences():
     with jax.enable_x64(True) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64():
         spec = N.NRAMSpec(registers=3)
@@ -305,6 +306,7 @@ def test_trace_of_the_hand_written_program_reads_and_writes_where_it_should():
     assert outs == [index["LESSOREQUALTHAN"], 1, index["INC"], 3]
 
 
+@pytest.mark.slow
 def test_training_stops_with_the_first_non_finite_step():
     from lib.toolkit import NonFiniteError
 
@@ -312,6 +314,7 @@ def test_training_stops_with_the_first_non_finite_step():
         N.train_nram(N.TrainConfig(task="copy", learning_rate=float("nan"), steps=50, chunk=50), progress=False)
 
 
+@pytest.mark.slow
 def test_keep_best_returns_the_controller_of_the_best_chunk():
     """The selected controller is the one a run stopped at the selected step ends with (training is
     deterministic), and the selected step is the best chunk by (level, -error), the latest on ties."""
@@ -350,6 +353,7 @@ def test_a_controller_saved_as_text_loads_back_identical(kind):
         N.load_controller(dataclasses.replace(config, hidden=9), N.controller_text(controller))
 
 
+@pytest.mark.slow
 def test_evaluate_scores_the_hand_written_program_perfect_and_too_few_steps_wrong():
     config = N.TrainConfig(task="copy", memory_size=16, timesteps=12, max_difficulty=5)
     assert N.scaled_size(config, 5) == (16, 12) and N.scaled_size(config, 12) == (39, 29)
@@ -363,6 +367,7 @@ def test_evaluate_scores_the_hand_written_program_perfect_and_too_few_steps_wron
     assert short["error"] == pytest.approx(2 / 5) and short["error_discrete"] == pytest.approx(2 / 5)
 
 
+@pytest.mark.slow
 def test_nram_hard_experiment_end_to_end():
     rows = N.run_nram_hard({"tasks": ["permutation"], "seeds": [0], "settings": [{"hidden": 16}], "steps": 50,
                             "figure3": [8], "test_examples": 20})
@@ -377,6 +382,7 @@ def test_nram_hard_experiment_end_to_end():
     assert again["error"] == row["train_error"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
     """Checkpoints every 60 steps, interrupted at step 150: resumed from step 120, the same controllers,
     curriculum and history as a run that was never interrupted."""
@@ -409,6 +415,7 @@ def test_draw_settings_is_reproducible_and_rejects_bad_spaces():
             N.draw_settings(bad, 2, 0)
 
 
+@pytest.mark.slow
 def test_nram_search_experiment_end_to_end():
     rows = N.run_nram_search({"task": "access", "count": 2, "search_seed": 1, "steps": 50,
                               "space": {"hidden": [8, 16]}, "examples": 20})
@@ -424,6 +431,7 @@ def test_nram_search_experiment_end_to_end():
         assert again["error"] == r["error"] and config.hidden == r["setting"]["hidden"]
 
 
+@pytest.mark.slow
 def test_hand_written_swap_program_solves_swap_on_both_machines():
     """An independent check of the Swap layout (Appendix A): a program written from the task's description."""
     for registers in (4, 6):

@@ -259,8 +259,32 @@ def test_python_m_lib_lists_and_reports_errors():
     assert out.returncode == 0 and "toolkit-mnist-softmax" in out.stdout and "paper" in out.stdout
     bad = subprocess.run([sys.executable, "-m", "lib", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no experiment 'nope'" in bad.stderr
+    for setting, expected in (("steps=-5", "steps must be an integer >= 1"), ("steps=abc", "got \"abc\""),
+                              ("seed=1.5", "seed must be an integer >= 0")):
+        bad = subprocess.run([sys.executable, "-m", "lib", "toolkit-mnist-softmax", "--set", setting],
+                             capture_output=True, text=True)  # refused before anything runs or is written
+        assert bad.returncode == 2 and expected in bad.stderr, bad.stderr
 
 
+def test_settings_are_checked_against_the_presets_types_and_ranges():
+    presets = {"book": {"steps": 100, "seed": 0, "lr": 0.01, "splits": [0], "names": ["a"], "flag": False,
+                        "seeds": None, "space": {"h": [8]}},
+               "paper": {"steps": 1000, "seed": 0, "lr": 0.001, "splits": "all", "names": ["a", "b"], "flag": True,
+                         "seeds": [0, 1], "space": {"h": [8, 16]}}}
+    good = {"steps": 5, "seed": 3, "lr": 1, "splits": [2, 3], "names": ["c"], "flag": True, "seeds": None,
+            "space": {"h": [4]}}
+    for key, value in good.items():
+        T.check_settings("x", presets, {key: value})
+    bad = {"steps": [0, -5, True, 2.5, "abc", None], "seed": [-1, 1.5], "lr": [0, -0.1, float("nan"), "x"],
+           "splits": ["some", [1.5], [], 3], "names": ["a", [1]], "flag": [1, "yes"], "seeds": [[0.5]],
+           "space": [[8]]}
+    for key, values in bad.items():
+        for value in values:
+            with pytest.raises(ValueError, match=f"setting {key} must be"):
+                T.check_settings("x", presets, {key: value})
+
+
+@pytest.mark.slow
 def test_python_m_lib_runs_an_experiment(tmp_path, data_dir):
     cmd = [sys.executable, "-m", "lib", "toolkit-mnist-softmax", "--preset", "book", "--set", "steps=20",
            "--results-dir", str(tmp_path)]
@@ -344,6 +368,7 @@ import json; print("RESULT", json.dumps(worst))
 """
 
 
+@pytest.mark.slow
 def test_data_parallel_training_matches_one_device(root):
     """DGP 2 and DARN, 20 steps on 4 virtual CPU devices: the losses and parameters of 1 device."""
     out = subprocess.run([sys.executable, "-c", MESH_SCRIPT], capture_output=True, text=True, cwd=root, timeout=600)
@@ -439,6 +464,7 @@ def test_run_unit_stores_results_and_refuses_another_configuration(tmp_path):
     assert T.run_unit("outside", lambda d: {"dir": d}) == {"dir": None}
 
 
+@pytest.mark.slow
 def test_killed_experiment_resumes_to_the_same_parameters(tmp_path, root, data_dir):
     """python -m lib killed with SIGKILL mid-run, started again: the parameters of an uninterrupted run."""
     import os

@@ -66,8 +66,26 @@ def normalise(nb) -> None:
                     out.metadata = nbformat.from_dict(out.get("metadata", {}))
 
 
-def execute(md: Path, timeout: int = 1200) -> float:
-    """Run one chapter in a fresh kernel (cwd book/); return the wall time in seconds."""
+def cell_seconds(nb) -> list[tuple[float, int, str]]:
+    """(seconds, cell index, first line) of each executed code cell, from nbclient's timing record."""
+    from datetime import datetime
+
+    rows = []
+    for i, cell in enumerate(nb.cells):
+        timing = cell.get("metadata", {}).get("execution", {})
+        if cell.cell_type == "code" and "iopub.execute_input" in timing and "shell.execute_reply" in timing:
+            start, end = (datetime.fromisoformat(timing[k].replace("Z", "+00:00"))
+                          for k in ("iopub.execute_input", "shell.execute_reply"))
+            first = next((line for line in cell.source.splitlines() if line.strip()), "")
+            rows.append(((end - start).total_seconds(), i, first[:70]))
+    return rows
+
+
+def execute(md: Path, timeout: int = 1200, slowest: int = 0) -> float:
+    """Run one chapter in a fresh kernel (cwd book/); return the wall time in seconds.
+
+    slowest: print that many of the slowest cells with their times (where the chapter's minutes go).
+    """
     from nbclient import NotebookClient
 
     nb = read_md(md)
@@ -90,6 +108,8 @@ def execute(md: Path, timeout: int = 1200) -> float:
             else:
                 os.environ[k] = v
     seconds = time.perf_counter() - start
+    for cell_time, index, first in sorted(cell_seconds(nb), reverse=True)[:slowest]:
+        print(f"  {cell_time:7.1f} s  cell {index:3d}  {first}")
     normalise(nb)
     nbformat.validate(nb)
     ipynb = md.with_suffix(".ipynb")
@@ -102,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chapters", nargs="*", help="chapter names (book/<name>.md)")
     parser.add_argument("--all", action="store_true", help="execute every chapter")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds allowed per cell")
+    parser.add_argument("--slowest", type=int, default=0, metavar="N", help="print the N slowest cells")
     args = parser.parse_args(argv)
     known = {p.stem: p for p in chapter_sources(ROOT)}
     names = sorted(known) if args.all else args.chapters
@@ -112,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         if name not in known:
             print(f"execute: no chapter {name!r}; chapters are {', '.join(sorted(known))}", file=sys.stderr)
             return 2
-        seconds = execute(known[name], timeout=args.timeout)
+        seconds = execute(known[name], timeout=args.timeout, slowest=args.slowest)
         print(f"executed {rel(known[name])} -> {rel(known[name].with_suffix('.ipynb'))} in {seconds:.0f} s")
     return 0
 
