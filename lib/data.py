@@ -39,6 +39,10 @@ def data_home(data_dir: str | os.PathLike | None = None) -> tuple[Path, str]:
     per-user cache directory of platformdirs.
     """
     if data_dir is not None:
+        if not isinstance(data_dir, (str, os.PathLike)):
+            raise TypeError(f"data_dir must be a path (str or os.PathLike), got {type(data_dir).__name__}")
+        if str(data_dir).strip() == "":
+            raise ValueError("data_dir must name a directory, got '' (None: LIB_DATA_DIR or the cache)")
         return Path(data_dir).expanduser().resolve(), "the argument data_dir"
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR]).expanduser().resolve(), f"the environment variable {ENV_VAR}"
@@ -208,6 +212,7 @@ def _verify(dataset: str, arrays: dict, expected: str, paths, url_hint: str) -> 
 def _download(url: str, dest: Path, dataset: str, home: Path, how: str) -> None:
     import pooch
 
+    created = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]  # deepest first
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(prefix=".download-", dir=dest.parent))
     try:
@@ -215,6 +220,12 @@ def _download(url: str, dest: Path, dataset: str, home: Path, how: str) -> None:
         shutil.move(got, dest)
         _FRESH.add(str(dest))
     except Exception as err:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        for folder in created:  # a failed download leaves no empty folders behind
+            try:
+                folder.rmdir()
+            except OSError:
+                break
         raise DatasetNotFoundError(
             f"dataset {dataset}: {dest.relative_to(home)} is not in the data directory {home} "
             f"(chosen by {how}) and downloading it from {url} failed ({type(err).__name__}: {err}). "
@@ -224,10 +235,18 @@ def _download(url: str, dest: Path, dataset: str, home: Path, how: str) -> None:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
+def _inside(home: Path, relpath) -> Path:
+    """home / relpath, refused unless it names a file below home (no absolute path, no '..' out)."""
+    path = Path(os.path.normpath(home / relpath))
+    if Path(relpath).is_absolute() or home not in path.parents:
+        raise ValueError(f"relpath must be a path inside the data directory {home}, got {str(relpath)!r}")
+    return path
+
+
 def fetch(dataset: str, relpath: str, url: str, data_dir=None) -> Path:
     """Path of `relpath` inside the data directory, downloading it from `url` if missing."""
     home, how = data_home(data_dir)
-    path = home / relpath
+    path = _inside(home, relpath)
     if not path.exists():
         _download(url, path, dataset, home, how)
     return path
@@ -240,7 +259,7 @@ def fetch_converted(dataset: str, relpath: str, sources: dict, convert, data_dir
     .npz at relpath and the downloaded originals are deleted.
     """
     home, how = data_home(data_dir)
-    path = home / relpath
+    path = _inside(home, relpath)
     if path.exists():
         return path
     raw_dir = path.parent / f".{Path(relpath).stem}-originals"
@@ -461,7 +480,7 @@ def load_uci(name: str, split: int = 0, data_dir=None) -> UCISplit:
     if name not in UCI_DATASETS:
         raise ValueError(f"name must be one of {sorted(UCI_DATASETS)}, got {name!r}")
     n_rows, n_features, n_splits = UCI_DATASETS[name]
-    if not (isinstance(split, (int, np.integer)) and 0 <= split < n_splits):
+    if isinstance(split, bool) or not (isinstance(split, (int, np.integer)) and 0 <= split < n_splits):
         raise ValueError(f"split must be an integer in 0..{n_splits - 1} for {name}, got {split!r}")
     files = ["data.txt", "index_features.txt", "index_target.txt", "n_splits.txt"]
     files += [f"index_{side}_{i}.txt" for i in range(n_splits) for side in ("train", "test")]

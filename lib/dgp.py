@@ -304,7 +304,7 @@ class SVGPLayer(nnx.Module):
     K_ZZ before factorising. chunk_size: rows of x per chunk (None: default_chunk_rows).
     """
 
-    @checks(kernel=Instance(RBF), Z=Array(ndim=2, dtype='floating'), num_outputs=Int(1),
+    @checks(kernel=Instance(RBF), Z=Array(dtype='floating'), num_outputs=Int(1),
             whiten=Bool(), q_sqrt_scale=Float(0, low_open=True), noise_variance=Float(0),
             jitter=Float(0), chunk_size=Maybe(Int(1)))
     def __init__(self, kernel: RBF, Z, num_outputs: int, mean_W=None, *, whiten: bool = False,

@@ -514,6 +514,7 @@ class NonFiniteError(FloatingPointError):
         super().__init__(msg + (f" Hint: {hint}." if hint else ""))
 
 
+@checks(step=Int(), metrics=Instance(dict))
 def check_finite(step: int, metrics: dict, hint: str = "") -> None:
     """Raise NonFiniteError for the first metric of `metrics` (name -> scalar) that is NaN or Inf."""
     for name in sorted(metrics, key=lambda k: (k != "loss", k)):  # the loss first
@@ -539,6 +540,7 @@ def _checkpoint_manager(directory, keep: int = 2):
     return ocp.CheckpointManager(Path(directory).resolve(), options=ocp.CheckpointManagerOptions(max_to_keep=keep))
 
 
+@checks(step=Int(0))
 def save_checkpoint(directory, step: int, state, extra: dict | None = None, arrays: dict | None = None) -> None:
     """Save `state` (a pytree), JSON-able `extra` and `arrays` (a dict of numpy arrays whose shapes may differ
     from one checkpoint to the next, e.g. a growing history) as checkpoint `step` in `directory`."""
@@ -639,6 +641,9 @@ class FlatStep:
         return self.jitted(leaves, batch, key)
 
 
+@checks(step=Function(), data=Function(), num_steps=Int(1), key=Key(), log_every=Int(1),
+        checkpoint_every=Maybe(Int(1)), progress=Bool(), first_step=Int(0),
+        stop_after=Maybe(Int(1)))
 def fit(
     step: Callable,
     state,
@@ -739,6 +744,7 @@ def fit(
 
 
 # %% book/toolkit.md
+@checks(batch_size=Int(1), key=Key(), stream=Bool())
 def minibatches(arrays, batch_size: int, *, key: jax.Array, stream: bool = False) -> Callable[[int], Any]:
     """data(t) for `fit`: minibatch t of `arrays` (a pytree of arrays with a common first axis).
 
@@ -804,6 +810,7 @@ class TrainState(NamedTuple):
     opt_state: Any
 
 
+@checks(model=Instance(nnx.Module))
 def nnx_train_state(model: nnx.Module, tx: optax.GradientTransformation):
     """Split `model` into (graphdef, TrainState) for `fit`; the optimizer sees only nnx.Param."""
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
@@ -819,6 +826,7 @@ def _global_norm(tree) -> jax.Array:
     return jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(tree)))
 
 
+@checks(loss_fn=Function())
 def nnx_step(graphdef, tx: optax.GradientTransformation, loss_fn: Callable) -> Callable:
     """A `fit` step for an NNX model: gradient of loss_fn(model, batch, key) -> (loss, metrics dict).
 
@@ -917,6 +925,7 @@ def _resolve_mesh(mesh, first_batch: Callable):
 class SoftmaxRegression(nnx.Module):
     """p(y | x) = softmax(W x + b): the toolkit's example model (Appendix B)."""
 
+    @checks(n_in=Int(1), n_classes=Int(2))
     def __init__(self, n_in: int, n_classes: int, *, rngs: nnx.Rngs):
         self.linear = nnx.Linear(n_in, n_classes, kernel_init=nnx.initializers.zeros, rngs=rngs)
 
@@ -932,6 +941,7 @@ def softmax_loss(model: SoftmaxRegression, batch, key):
     return loss, {"accuracy": (logits.argmax(-1) == y).mean()}
 
 
+@checks(split=OneOf('train', 'test'))
 def mnist_arrays(split: str, data_dir=None):
     """MNIST as (x float32 (n, 784) in [0, 1], y int32 (n,)) for the example."""
     from lib.data import load_mnist
@@ -1168,11 +1178,13 @@ def _parse_value(text: str):
         return text
 
 
+@checks(name=Instance(str), preset=OneOf(*PRESETS), overrides=Maybe(Instance(dict)),
+        part=Maybe(Instance(str)), resume=Bool())
 def run_experiment(
     name: str,
     preset: str = "book",
     overrides: dict | None = None,
-    results_dir: str | os.PathLike = "results",
+    results_dir: str | os.PathLike | None = None,
     command: str | None = None,
     part: str | None = None,
     resume: bool = True,
@@ -1189,7 +1201,10 @@ def run_experiment(
     resume: keep the run's finished units and checkpoints in results/.checkpoints/<chapter>/<name>[.<part>]
     while it runs (see `run_unit`) and, if an interrupted run of the same configuration left them
     there, continue from them (the record's "resumed" says what was reused); False: start afresh.
+    results_dir: default, the results/ folder of the checkout, where load_results reads (or
+    ./results outside a checkout).
     """
+    results_dir = default_results_dir() if results_dir is None else results_dir
     if part is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", part):
         raise ValueError(f"part must be letters, digits, '-' or '_', got {part!r}")
     if name not in EXPERIMENTS:
@@ -1253,6 +1268,13 @@ def run_experiment(
     return record
 
 
+def default_results_dir() -> Path:
+    """results/ of the checkout (see project_root), else ./results: where runs write by default."""
+    root = project_root()
+    return root / "results" if root is not None else Path("results")
+
+
+@checks(chapter=Instance(str), name=Instance(str), part=Maybe(Instance(str)))
 def load_results(
     chapter: str, name: str, results_dir: str | os.PathLike | None = None, part: str | None = None
 ) -> dict | None:
@@ -1270,6 +1292,7 @@ def load_results(
     return json.loads(path.read_text()) if path.exists() else None
 
 
+@checks(chapter=Instance(str), name=Instance(str), part=Maybe(Instance(str)))
 def require_results(chapter: str, name: str, part: str | None = None, results_dir=None) -> dict:
     """load_results, but a missing file is an error: a chapter's paper-scale cell fails without it."""
     record = load_results(chapter, name, results_dir, part=part)
@@ -1336,6 +1359,7 @@ class Table:
         )
 
 
+@checks(name=Instance(str), display=Bool())
 def glue(name: str, value, display: bool = False) -> None:
     """Store `value` in the running notebook under `name`, for myst-nb's {glue:text}`name:.2f` role.
 
@@ -1379,7 +1403,10 @@ def main(argv: list[str] | None = None) -> int:
         help="override one setting (JSON value): a selection of the preset's splits, seeds, "
         "models... makes the run a part of it, any other change a deviation (reduced)",
     )
-    parser.add_argument("--results-dir", default="results")
+    parser.add_argument(
+        "--results-dir", default=None,
+        help="where to write (default: the checkout's results/, which the chapters read)",
+    )
     parser.add_argument(
         "--part", help="name of this piece of a run made in pieces: writes NAME.PART.json"
     )
@@ -1462,6 +1489,7 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)[:80] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
 
 
+@checks(name=Instance(str), compute=Function())
 def run_unit(name: str, compute: Callable[[Path | None], Any]) -> Any:
     """compute(checkpoint_dir) -> JSON-able result, once per experiment run.
 
@@ -1925,6 +1953,7 @@ __all__ = [
     'compare_to_preset',
     'current_preset',
     'data_mesh',
+    'default_results_dir',
     'evaluate',
     'experiment',
     'fit',

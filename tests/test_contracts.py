@@ -38,6 +38,7 @@ def _examples():
         N.TrainConfig: N.TrainConfig(),
         np.random.Generator: np.random.default_rng(0),
         str: "",
+        dict: {},
         G.RBF: G.RBF(2),
         G.DeepGP: G.build_dgp(
             *(np.random.default_rng(0).normal(size=(6, k)).astype(np.float32) for k in (2, 1)),
@@ -183,3 +184,25 @@ def test_a_diverging_ebp_pass_stops_naming_the_pass_and_the_quantity(monkeypatch
     with pytest.raises(NonFiniteError, match=r"step 2: biases\[1\] is nan"):
         E.train_bp(net, x, y, jax.random.key(0), lr=0.1, epochs=3, batch_size=10)
     assert len(passes) == 2  # stopped at once, not after the last pass
+
+
+def test_the_data_layer_refuses_bad_paths_and_leaves_no_folders_behind(tmp_path):
+    import lib.data as Data
+
+    _raises_naming("split", Data.load_uci, "bostonHousing", True, data_dir=tmp_path)
+    _raises_naming("data_dir", Data.data_home, "")
+    _raises_naming("data_dir", Data.data_home, 3)
+    for outside in ("../../x", "/etc/passwd", "a/../../x"):
+        _raises_naming("relpath", Data.fetch, "x", outside, "http://127.0.0.1:9/x", data_dir=tmp_path)
+    with pytest.raises(Data.DatasetNotFoundError):  # nothing listens on port 9 of the loopback
+        Data.fetch("x", "a/b/c.txt", "http://127.0.0.1:9/c.txt", data_dir=tmp_path / "data")
+    assert not (tmp_path / "data").exists()
+
+
+def test_python_m_lib_writes_where_the_chapters_read(monkeypatch, tmp_path):
+    import lib.toolkit as T
+
+    root = T.project_root()
+    assert T.default_results_dir() == root / "results"
+    monkeypatch.chdir(tmp_path)  # from another folder, still the checkout's results/
+    assert T.default_results_dir() == root / "results"

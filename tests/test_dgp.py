@@ -332,7 +332,7 @@ def test_layer_does_not_depend_on_chunk_size(rng, whiten):
     assert np.isclose(v0, v1, rtol=1e-12)
     for a, b in zip(jax.tree.leaves(g0), jax.tree.leaves(g1)):
         assert np.allclose(a, b, rtol=1e-10, atol=1e-12)
-    with pytest.raises(ValueError, match="chunk_size must be a positive"):
+    with pytest.raises(ValueError, match="chunk_size must be an integer >= 1"):
         G.SVGPLayer(G.RBF(2), np.zeros((3, 2)), 1, chunk_size=0)
 
 

@@ -259,7 +259,7 @@ def test_errors_name_the_problem():
         N.make_batch("copy", [10], 20, np.random.default_rng(0))
     with pytest.raises(ValueError, match="task must be one of"):
         N.make_batch("sort", [1], 20, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="timesteps must be a positive integer"):
+    with pytest.raises(ValueError, match="timesteps must be an integer >= 1"):
         N.run_fuzzy(SPEC, N.copy_program(SPEC), jnp.zeros((1, 8), jnp.int32), jnp.zeros((1, 8), jnp.int32), 0)
     with pytest.raises(ValueError, match="modules must be names"):
         N.NRAMSpec(("READ", "JUMP"))
@@ -307,11 +307,21 @@ def test_trace_of_the_hand_written_program_reads_and_writes_where_it_should():
 
 
 @pytest.mark.slow
-def test_training_stops_with_the_first_non_finite_step():
+def test_training_stops_with_the_first_non_finite_step(monkeypatch):
+    """An optimizer whose first update is NaN (a NaN learning rate is refused by TrainConfig itself)."""
+    import optax
+
     from lib.toolkit import NonFiniteError
 
-    with pytest.raises(NonFiniteError, match="step 1: loss is nan"):
-        N.train_nram(N.TrainConfig(task="copy", learning_rate=float("nan"), steps=50, chunk=50), progress=False)
+    monkeypatch.setattr(N, "make_optimizer", lambda config: optax.scale(float("nan")))
+    N._compiled_chunk_fn.cache_clear()  # compile with the patched optimizer
+    try:
+        with pytest.raises(NonFiniteError, match="step 1: loss is nan"):
+            N.train_nram(N.TrainConfig(task="copy", steps=50, chunk=50), progress=False)
+    finally:
+        N._compiled_chunk_fn.cache_clear()
+    with pytest.raises(ValueError, match="learning_rate must be a finite number > 0, got nan"):
+        N.TrainConfig(task="copy", learning_rate=float("nan"))
 
 
 @pytest.mark.slow
