@@ -643,7 +643,7 @@ class FlatStep:
 
 @checks(step=Function(), data=Function(), num_steps=Int(1), key=Key(), log_every=Int(1),
         checkpoint_every=Maybe(Int(1)), progress=Bool(), first_step=Int(0),
-        stop_after=Maybe(Int(1)))
+        stop_after=Maybe(Int(0)))
 def fit(
     step: Callable,
     state,
