@@ -140,7 +140,13 @@ class RBM(nnx.Module):
 # %% book/partition.md
 @checks(n_bits=Int(0, 62), start=Int(0), count=Maybe(Int(1)))
 def binary_codes(n_bits: int, start=0, count: int | None = None) -> jax.Array:
-    """Rows start .. start+count-1 of the 2^n_bits binary codes; bit j of row r is (r >> j) & 1."""
+    """Rows start .. start+count-1 of the 2^n_bits binary codes; bit j of row r is (r >> j) & 1.
+
+    Refuses to build all 2^n_bits codes above 2^24 (pass start and count to take them in chunks).
+    """
+    if count is None and n_bits > 24:
+        raise ValueError(f"binary_codes would build all 2^{n_bits} codes (n_bits={n_bits}); above 2^24 pass "
+                         "start and count")
     count = 2 ** n_bits if count is None else count
     r = start + jnp.arange(count)
     return ((r[:, None] >> jnp.arange(n_bits)) & 1).astype(jnp.float32)

@@ -159,6 +159,9 @@ def test_checks_inside_the_function_body():
     for betas in ([1.0], [1.0, 0.5, 0.0], [0.0, 0.5], [0.0, 0.7, 0.3, 1.0]):  # once a wrong log Z
         _raises_naming("betas", P.ais_log_z, rbm, jax.random.key(0), betas=betas)
     _raises_naming("edges", P.ais_betas, (10, 10), (0.0, 0.6, 0.5))
+    _raises_naming("n_bits", P.binary_codes, 30)  # 2^30 rows: refused, with the bound
+    assert P.binary_codes(30, start=5, count=3).shape == (3, 30)
+    _raises_naming("(n=30)", D.all_binary, 30)
     _raises_naming(
         "lr", P.train_sml_pt, rbm, x, jax.random.key(0), steps=10, lr=float("nan"), track=False
     )
