@@ -265,8 +265,9 @@ class OneOf(Arg):
     def check(self, value, name):
         if _is_traced(value):
             return value
-        try:
-            ok = any(value == c and type(value) is type(c) for c in self.choices)
+        try:  # equal to a choice (np.int64(1) is 1, np.str_("a") is "a"), but True is not 1
+            ok = any(bool(value == c) and isinstance(value, bool) == isinstance(c, bool)
+                     for c in self.choices)
         except Exception:
             ok = False
         if not ok:
