@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, OneOf, check_array, checks
+from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, OneOf
+from lib.toolkit import check_array, checks
 from lib.toolkit import experiment as _experiment
 
 
@@ -135,9 +136,10 @@ class DARN(nnx.Module):
                  autoregressive_visible: bool = False, autoregressive_encoder: bool = False,
                  skip_connections: bool = False, rngs: nnx.Rngs, dtype=jnp.float32):
         n_hidden = (n_hidden,) if isinstance(n_hidden, (int, np.integer)) else tuple(n_hidden)
-        if not n_hidden or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1
-                                   for n in n_hidden):
-            raise ValueError(f"n_hidden must be a positive integer or a sequence of them, got {n_hidden!r}")
+        if not n_hidden:
+            raise ValueError("n_hidden must be a positive integer or a non-empty sequence of them")
+        for n in n_hidden:
+            Int(1).check(n, "n_hidden")
         s = self.sizes = (int(n_visible), *(int(n) for n in n_hidden))
         self.skip_connections = skip_connections
         L = len(n_hidden)
@@ -229,7 +231,8 @@ class DARN(nnx.Module):
 def all_binary(n: int, start: int = 0, count: int | None = None, dtype=jnp.float32):
     """Codes start .. start+count-1 of the 2^n binary vectors (bit i of code r in column i); (count, n)."""
     if count is None and n > 24:
-        raise ValueError(f"all_binary would build all 2^{n} codes (n={n}); above 2^24 pass start and count")
+        raise ValueError(f"all_binary would build all 2^{n} codes (n={n}); above 2^24 pass start "
+                         "and count")
     count = 2 ** n if count is None else count
     idx = start + jnp.arange(count)
     return ((idx[:, None] >> jnp.arange(n)) & 1).astype(dtype)
@@ -314,14 +317,15 @@ def expected_description_length(model: DARN, x):
 
 @checks(model=Instance(DARN), x=Array(ndim=2))
 def enumerate_codes(model: DARN, x):
-    """Every image of x (N, n_x) paired with every code: xs (N, 2^bits, n_x) and the layers hs, each (N, 2^bits, n_l).
+    """Every image of x (N, n_x) paired with every code: xs (N, 2^bits, n_x) and the layers hs,
+    each (N, 2^bits, n_l).
 
     Refuses more than 2^22 rows (N 2^bits): an oracle for small models.
     """
     bits = sum(model.sizes[1:])
     if x.shape[0] * 2 ** bits > 2 ** 22:
-        raise ValueError(f"enumerate_codes would build {x.shape[0]} x 2^{bits} rows; the bound is 2^22 "
-                         "(use exact_log_prob, which enumerates in chunks)")
+        raise ValueError(f"enumerate_codes would build {x.shape[0]} x 2^{bits} rows; the bound is "
+                         "2^22 (use exact_log_prob, which enumerates in chunks)")
     H = all_binary(sum(model.sizes[1:]), dtype=x.dtype)
     xs = jnp.broadcast_to(x[:, None], (x.shape[0], H.shape[0], x.shape[-1]))
     return xs, split_layers(jnp.broadcast_to(H, (x.shape[0], *H.shape)), model.sizes[1:])
@@ -506,7 +510,8 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
     from lib.toolkit import restore_checkpoint, save_checkpoint
 
     if batch_size > len(x_train):
-        raise ValueError(f"batch_size ({batch_size}) must not exceed the {len(x_train)} rows of x_train")
+        raise ValueError(f"batch_size ({batch_size}) must not exceed the {len(x_train)} rows of "
+                         "x_train")
     tx = OPTIMIZERS[optimizer](learning_rate)
     graphdef, state = nnx_train_state(target, tx)
     step = nnx_step(graphdef, tx, loss_fn)

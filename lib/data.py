@@ -40,9 +40,11 @@ def data_home(data_dir: str | os.PathLike | None = None) -> tuple[Path, str]:
     """
     if data_dir is not None:
         if not isinstance(data_dir, (str, os.PathLike)):
-            raise TypeError(f"data_dir must be a path (str or os.PathLike), got {type(data_dir).__name__}")
+            raise TypeError("data_dir must be a path (str or os.PathLike), got "
+                            f"{type(data_dir).__name__}")
         if str(data_dir).strip() == "":
-            raise ValueError("data_dir must name a directory, got '' (None: LIB_DATA_DIR or the cache)")
+            raise ValueError("data_dir must name a directory, got '' "
+                             "(None: LIB_DATA_DIR or the cache)")
         return Path(data_dir).expanduser().resolve(), "the argument data_dir"
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR]).expanduser().resolve(), f"the environment variable {ENV_VAR}"
@@ -239,7 +241,8 @@ def _inside(home: Path, relpath) -> Path:
     """home / relpath, refused unless it names a file below home (no absolute path, no '..' out)."""
     path = Path(os.path.normpath(home / relpath))
     if Path(relpath).is_absolute() or home not in path.parents:
-        raise ValueError(f"relpath must be a path inside the data directory {home}, got {str(relpath)!r}")
+        raise ValueError(f"relpath must be a path inside the data directory {home}, "
+                         f"got {str(relpath)!r}")
     return path
 
 
@@ -480,7 +483,8 @@ def load_uci(name: str, split: int = 0, data_dir=None) -> UCISplit:
     if name not in UCI_DATASETS:
         raise ValueError(f"name must be one of {sorted(UCI_DATASETS)}, got {name!r}")
     n_rows, n_features, n_splits = UCI_DATASETS[name]
-    if isinstance(split, bool) or not (isinstance(split, (int, np.integer)) and 0 <= split < n_splits):
+    valid = isinstance(split, (int, np.integer)) and not isinstance(split, bool)
+    if not (valid and 0 <= split < n_splits):
         raise ValueError(f"split must be an integer in 0..{n_splits - 1} for {name}, got {split!r}")
     files = ["data.txt", "index_features.txt", "index_target.txt", "n_splits.txt"]
     files += [f"index_{side}_{i}.txt" for i in range(n_splits) for side in ("train", "test")]

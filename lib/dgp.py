@@ -17,7 +17,8 @@ from flax import nnx
 from jax.custom_derivatives import SymbolicZero
 from jax.scipy.linalg import solve_triangular
 
-from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, check_array, checks
+from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf
+from lib.toolkit import check_array, checks
 
 
 # %% book/dgp.md

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr
 
-from lib.toolkit import Array, Float, Function, Instance, Int, Key, Maybe, NonFiniteError, OneOf, checks
+from lib.toolkit import Array, Float, Function, Instance, Int, Key, Maybe, NonFiniteError, OneOf
+from lib.toolkit import checks
 from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
 from lib.toolkit import experiment as _experiment
 from lib.toolkit import mnist_arrays
@@ -104,8 +105,9 @@ class EBPNet(NamedTuple):
 @checks(key=Key(), sigma_w=Float(0, low_open=True))
 def init_ebp(key, sizes: Sequence[int], *, sigma_w: float = 1.0) -> EBPNet:
     """fields ~ U(-1/2, 1/2) sqrt(12 sigma_w / K): variance sigma_w / K (the authors' code); biases 0."""
-    if len(sizes) < 2 or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1
-                                 for n in sizes):
+    for n in sizes:
+        Int(1).check(n, "sizes")
+    if len(sizes) < 2:
         raise ValueError(f"sizes must list at least an input and an output width, all >= 1, got {sizes}")
     keys = jax.random.split(key, len(sizes) - 1)
     fields = tuple((jax.random.uniform(k, (o, i)) - 0.5) * math.sqrt(12 * sigma_w / i)
@@ -226,7 +228,8 @@ def error_rate(output, y) -> float:
     against the rest, `one_vs_rest`): the largest output is not that class. Otherwise: some output's sign
     differs from y (a zero output counts as an error).
 
-    output (n,) or (n, n_out); y the same shape, or (n,) with one output (as `load_ebp` gives labels).
+    output (n,) or (n, n_out); y the same shape, or (n,) with one output (as `load_ebp` gives
+    labels).
     """
     output, y = jnp.asarray(output), jnp.asarray(y)
     if output.ndim == 1:
@@ -234,8 +237,8 @@ def error_rate(output, y) -> float:
     if y.ndim == 1 and output.shape[-1] == 1:
         y = y[:, None]
     if y.shape != output.shape:
-        raise ValueError(f"y must have the shape of the outputs {tuple(output.shape)} (or ({output.shape[0]},) "
-                         f"with one output), got {tuple(y.shape)}")
+        raise ValueError(f"y must have the shape of the outputs {tuple(output.shape)} (or "
+                         f"({output.shape[0]},) with one output), got {tuple(y.shape)}")
     if not bool(jnp.all((y == 1) | (y == -1))):
         raise ValueError("y must hold labels -1 and +1 (one_vs_rest codes class labels)")
     if y.shape[-1] > 1 and bool(jnp.all(jnp.sum(y > 0, -1) == 1)):

@@ -21,7 +21,8 @@ import optax
 from flax import nnx
 
 from lib.toolkit import _global_norm, check_array, check_finite, note_restored, restore_checkpoint, run_unit
-from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, checks, save_checkpoint
+from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, checks
+from lib.toolkit import save_checkpoint
 from lib.toolkit import experiment as _experiment
 
 
@@ -703,11 +704,12 @@ class Curriculum:
 
 # %% book/nram.md
 @checks(task=OneOf(*TASKS), registers=Int(1), repeats=Int(1), controller=OneOf("mlp", "lstm"),
-        hidden=Int(1), memory_size=Int(1), timesteps=Int(1), max_difficulty=Int(1), batch_size=Int(1),
-        steps=Int(1), learning_rate=Float(0, low_open=True), clip_activation=Maybe(Float(0, low_open=True)),
-        clip_norm=Float(0, low_open=True), noise_eta=Float(0), entropy=Float(0),
-        entropy_decay=Float(0, 1, low_open=True), eps=Float(0, low_open=True), threshold=Float(0, 1),
-        min_gap=Int(0), chunk=Int(1), keep_best=Bool(), seed=Int(0))
+        hidden=Int(1), memory_size=Int(1), timesteps=Int(1), max_difficulty=Int(1),
+        batch_size=Int(1), steps=Int(1), learning_rate=Float(0, low_open=True),
+        clip_activation=Maybe(Float(0, low_open=True)), clip_norm=Float(0, low_open=True),
+        noise_eta=Float(0), entropy=Float(0), entropy_decay=Float(0, 1, low_open=True),
+        eps=Float(0, low_open=True), threshold=Float(0, 1), min_gap=Int(0), chunk=Int(1),
+        keep_best=Bool(), seed=Int(0))
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Hyper-parameters of Sec. 4.1 (the paper gives no values; these are ours, see Sec. 4 of the chapter)."""
@@ -816,8 +818,9 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
 
 @lru_cache(maxsize=16)
 def _compiled_chunk_fn(config: TrainConfig, graphdef):
-    """_chunk_fn, kept for later runs of the same architecture and optimizer: another seed, length or
-    curriculum reuses the compiled step (the optimizer's seed only sets its initial state)."""
+    """_chunk_fn, kept for later runs of the same architecture and optimizer: another seed,
+    length or curriculum reuses the compiled step (the optimizer's seed only sets its initial
+    state)."""
     return _chunk_fn(config, graphdef, make_optimizer(config))
 
 

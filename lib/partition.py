@@ -16,7 +16,8 @@ import numpy as np
 from flax import nnx
 from scipy.special import erfc, erfcinv
 
-from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, NonFiniteError, OneOf, checks
+from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, NonFiniteError
+from lib.toolkit import OneOf, checks
 from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
 from lib.toolkit import experiment as _experiment
 
@@ -145,8 +146,8 @@ def binary_codes(n_bits: int, start=0, count: int | None = None) -> jax.Array:
     Refuses to build all 2^n_bits codes above 2^24 (pass start and count to take them in chunks).
     """
     if count is None and n_bits > 24:
-        raise ValueError(f"binary_codes would build all 2^{n_bits} codes (n_bits={n_bits}); above 2^24 pass "
-                         "start and count")
+        raise ValueError(f"binary_codes would build all 2^{n_bits} codes (n_bits={n_bits}); above "
+                         "2^24 pass start and count")
     count = 2 ** n_bits if count is None else count
     r = start + jnp.arange(count)
     return ((r[:, None] >> jnp.arange(n_bits)) & 1).astype(jnp.float32)
@@ -351,8 +352,8 @@ def ais_betas(counts: Sequence[int] = (1000, 10000, 10000), edges: Sequence[floa
     """Piecewise-linear annealing schedule: counts[k] steps over [edges[k], edges[k+1]] (footnote 5)."""
     if len(edges) != len(counts) + 1:
         raise ValueError(f"need len(edges) == len(counts) + 1, got {len(edges)} and {len(counts)}")
-    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in counts):
-        raise ValueError(f"counts must be positive integers, got {list(counts)}")
+    for n in counts:
+        Int(1).check(n, "counts")
     e = np.asarray(edges, np.float64)
     if not (np.isfinite(e).all() and e[0] == 0.0 and e[-1] == 1.0 and (np.diff(e) > 0).all()):
         raise ValueError(f"edges must rise strictly from 0 to 1, got {list(edges)}")
@@ -393,10 +394,11 @@ def check_ais_betas(betas) -> jax.Array:
     """An annealing schedule: a vector of at least two betas rising from 0 to 1, never falling."""
     b = np.asarray(betas, np.float64)
     if b.ndim != 1 or b.size < 2 or not np.isfinite(b).all():
-        raise ValueError(f"betas must be a finite vector of at least two values, got shape {b.shape}")
+        raise ValueError(f"betas must be a finite vector of at least two values, got shape "
+                         f"{b.shape}")
     if b[0] != 0.0 or b[-1] != 1.0 or (np.diff(b) < 0).any():
-        raise ValueError(f"betas must rise from 0 (the base model) to 1 (the RBM) without falling, got "
-                         f"{b[0]:g} ... {b[-1]:g} over {b.size} values")
+        raise ValueError("betas must rise from 0 (the base model) to 1 (the RBM) without falling, "
+                         f"got {b[0]:g} ... {b[-1]:g} over {b.size} values")
     return jnp.asarray(b, jnp.float32)
 
 
@@ -500,7 +502,8 @@ def init_sml_state(rbm: RBM, betas, n_chains: int, key, *, init_var: float = 1.0
 
 
 def _check_finite_state(state: SMLState, t: int, n: int, lr, alpha) -> None:
-    """Raise NonFiniteError naming the first non-finite quantity (parameters, particles, tracker)."""
+    """Raise NonFiniteError naming the first non-finite quantity (parameters, particles,
+    tracker)."""
     quantities = {**{f"params{jax.tree_util.keystr(path)}": leaf
                      for path, leaf in jax.tree_util.tree_flatten_with_path(state.params)[0]},
                   "particles": state.v, "log_q": state.log_q,
@@ -509,8 +512,8 @@ def _check_finite_state(state: SMLState, t: int, n: int, lr, alpha) -> None:
         value = np.asarray(getattr(value, "value", value))
         if not np.isfinite(value).all():
             raise NonFiniteError(t, name, float(value[~np.isfinite(value)][0]),
-                                 f"SML-PT diverged in steps {t - n + 1}..{t} (lr {lr}, alpha {alpha}); "
-                                 "lower the learning rate")
+                                 f"SML-PT diverged in steps {t - n + 1}..{t} (lr {lr}, "
+                                 f"alpha {alpha}); lower the learning rate")
 
 
 @checks(rbm=Instance(RBM), key=Key(), steps=Int(1), lr=Float(0, low_open=True),
@@ -540,7 +543,8 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
         x_valid = check_binary(x_valid, "x_valid", rbm.n_visible)
     betas = linear_betas(10) if betas is None else check_betas(betas)
     if batch_size > x_train.shape[0]:
-        raise ValueError(f"batch_size ({batch_size}) must not exceed the {x_train.shape[0]} rows of x_train")
+        raise ValueError(f"batch_size ({batch_size}) must not exceed the {x_train.shape[0]} rows "
+                         "of x_train")
     if patience is not None and (x_valid is None or not track):
         raise ValueError("early stopping (patience) needs x_valid and track=True")
     graphdef, _, rest = nnx.split(rbm, nnx.Param, ...)
@@ -632,7 +636,8 @@ def _trace_row(history: dict, every: int) -> dict:
 
 @_experiment(
     "partition-mnist", chapter="partition",
-    book={"n_hidden": 25, "steps": 20000, "schedules": [[0.01, 1e3], [0.01, 1e5]], "eval_every": 10000,
+    book={"n_hidden": 25, "steps": 20000, "schedules": [[0.01, 1e3], [0.01, 1e5]],
+          "eval_every": 10000,
           "ais_every": 20000, "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
           "batch_size": 20, "trace_every": 50, "timing_steps": 2000, "timing_repeats": 1, "seed": 0},
     paper={"n_hidden": 25, "steps": 300000,

@@ -168,6 +168,12 @@ def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _is_scalar_array(value) -> bool:
+    """A 0-d array (jax or numpy), not a numpy scalar."""
+    is_array = hasattr(value, "dtype") and not isinstance(value, np.generic)
+    return is_array and getattr(value, "ndim", None) == 0
+
+
 def _bounds(low, high, low_open=False, high_open=False) -> str:
     parts = []
     if low is not None:
@@ -182,18 +188,20 @@ class Int(Arg):
 
     def __init__(self, low: int | None = None, high: int | None = None):
         self.low, self.high = low, high
-        self.expected = "an integer" + (f" {_bounds(low, high)}" if (low, high) != (None, None) else "")
+        bounds = _bounds(low, high)
+        self.expected = "an integer" + (f" {bounds}" if bounds else "")
 
     def check(self, value, name):
-        if hasattr(value, "dtype") and getattr(value, "ndim", None) == 0 and not isinstance(value, np.generic):
-            if not jnp.issubdtype(value.dtype, jnp.integer):  # a 0-d array (a loop counter under jit)
+        if _is_scalar_array(value):  # a 0-d array (a loop counter under jit)
+            if not jnp.issubdtype(value.dtype, jnp.integer):
                 _refuse(name, self.expected, value, TypeError)
             if _is_traced(value):
                 return value
             value = value.item()
         if not _is_int(value):
             _refuse(name, self.expected, value, TypeError)
-        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+        below = self.low is not None and value < self.low
+        if below or (self.high is not None and value > self.high):
             _refuse(name, self.expected, value)
         return value
 
@@ -222,11 +230,9 @@ class Float(Arg):
     def check(self, value, name):
         if _is_traced(value):
             return value
-        if hasattr(value, "ndim") and getattr(value, "ndim", 1) == 0 and not isinstance(value, np.generic):
-            value_ = value.item() if hasattr(value, "item") else value
-        else:
-            value_ = value
-        if isinstance(value_, (bool, np.bool_)) or not isinstance(value_, (int, float, np.integer, np.floating)):
+        value_ = value.item() if _is_scalar_array(value) else value
+        numbers = (int, float, np.integer, np.floating)
+        if isinstance(value_, (bool, np.bool_)) or not isinstance(value_, numbers):
             _refuse(name, self.expected, value, TypeError)
         v = float(value_)
         if np.isnan(v) or (self.finite and not np.isfinite(v)):
@@ -324,7 +330,8 @@ class Array(Arg):
     """An array (anything with a shape, or a nested list) that `check_array` accepts, non-empty
     unless empty=True."""
 
-    def __init__(self, *, ndim=None, shape=None, dtype=None, finite=True, binary=False, empty=False):
+    def __init__(self, *, ndim=None, shape=None, dtype=None, finite=True, binary=False,
+                 empty=False):
         self.kw = dict(ndim=ndim, shape=shape, dtype=dtype, finite=finite, binary=binary)
         self.empty = empty
         self.ndim = len(shape) if shape is not None else ndim
@@ -353,7 +360,9 @@ class Array(Arg):
         if self.ndim is not None:
             cases.append(("wrong rank", np.ones(good.shape + (2,), good.dtype)))
         if self.kw["finite"] and good.dtype.kind == "f":
-            cases.append(("NaN", np.where(np.arange(good.size).reshape(good.shape) == 0, np.nan, good)))
+            with_nan = good.copy()
+            with_nan.flat[0] = np.nan
+            cases.append(("NaN", with_nan))
         if self.kw["binary"]:
             cases.append(("not binary", np.full(good.shape, 0.5, np.float32)))
         if self.kw["dtype"] == "integer":
@@ -1110,8 +1119,9 @@ def _setting_kind(refs: list) -> tuple[str, str]:
         return "bool", "true or false"
     if refs and all(_is_int(r) for r in refs):
         low = min(refs)
-        return ("int1", "an integer >= 1") if low >= 1 else (("int0", "an integer >= 0") if low >= 0 else
-                                                              ("int", "an integer"))
+        if low >= 1:
+            return "int1", "an integer >= 1"
+        return ("int0", "an integer >= 0") if low >= 0 else ("int", "an integer")
     if refs and all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in refs):
         low = min(refs)
         return ("pos", "a number > 0") if low > 0 else (("nonneg", "a number >= 0") if low >= 0 else
@@ -1129,8 +1139,8 @@ def check_settings(name: str, presets: dict, overrides: dict) -> None:
         problem = _setting_problem(refs, value)
         if problem:
             shown = ", ".join(json.dumps(r) for r in refs)
-            raise ValueError(f"experiment {name}: setting {key} must be {problem} (its presets: {shown}), "
-                             f"got {json.dumps(value)}")
+            raise ValueError(f"experiment {name}: setting {key} must be {problem} "
+                             f"(its presets: {shown}), got {json.dumps(value)}")
 
 
 def _setting_problem(refs: list, value) -> str:
@@ -1145,7 +1155,8 @@ def _setting_problem(refs: list, value) -> str:
         ok = {"bool": lambda v: isinstance(v, bool),
               "int1": lambda v: _is_int(v) and v >= 1, "int0": lambda v: _is_int(v) and v >= 0,
               "int": _is_int,
-              "pos": lambda v: _is_number(v) and v > 0, "nonneg": lambda v: _is_number(v) and v >= 0,
+              "pos": lambda v: _is_number(v) and v > 0,
+              "nonneg": lambda v: _is_number(v) and v >= 0,
               "num": _is_number}[kind](value)
         return "" if ok else text
     lists = [r for r in present if isinstance(r, list)]
@@ -1160,7 +1171,9 @@ def _setting_problem(refs: list, value) -> str:
                 return f"a list of items each {inner}"
         return ""
     if isinstance(value, str) and strings:
-        return "" if not lists or value in strings else " or ".join(["a list"] + [json.dumps(s) for s in strings])
+        if not lists or value in strings:
+            return ""
+        return " or ".join(["a list"] + [json.dumps(s) for s in strings])
     if isinstance(value, dict) and all(isinstance(r, dict) for r in present):
         return ""
     kinds = sorted({"a list" if isinstance(r, list) else "a string" if isinstance(r, str) else

@@ -3,6 +3,7 @@ must refuse (`lib.toolkit.bad_calls`) raises a ValueError or TypeError naming th
 timeout. Plus the bad calls a user makes by mistake that contracts alone cannot see (the body's
 checks)."""
 
+import functools
 import importlib
 import inspect
 import signal
@@ -47,6 +48,11 @@ def _examples():
         ),
         G.Standardizer: G.Standardizer(*(np.zeros(1),) * 4),
     }
+
+
+@functools.cache
+def _by_name() -> dict:
+    return dict(public_callables())
 
 
 def public_callables():
@@ -94,7 +100,7 @@ def examples():
 
 @pytest.mark.parametrize("qualname,arg,label", list(cases()))
 def test_a_refused_value_raises_an_error_naming_the_argument(qualname, arg, label, examples):
-    obj = dict(public_callables())[qualname]
+    obj = _by_name()[qualname]
     contracts = contracts_of(obj)
     required = {}
     for name, contract in contracts.items():
