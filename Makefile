@@ -1,5 +1,6 @@
 # The two commands a newcomer needs: `make book` and `make test`. Both create .venv if missing.
-# Other targets: export (chapters -> lib/), sync (check lib/ and notebooks are in sync),
+# Other targets: export (chapters -> lib/), format (ruff over the chapters' cells and the code),
+# sync (check lib/, notebooks and formatting are in sync),
 # execute (CHAPTER=<name>, or all chapters), bench (bench-peers: GPflux and GPyTorch beside us), clean.
 
 SHELL := /bin/bash
@@ -17,7 +18,7 @@ ifneq ($(LIB_DATA_DIR),)
 export LIB_DATA_DIR := $(abspath $(LIB_DATA_DIR))
 endif
 
-.PHONY: book test test-floor export sync execute unit nbval render browser bench bench-peers clean venv
+.PHONY: book test test-floor export format sync execute unit nbval render browser bench bench-peers clean venv
 
 venv: $(STAMP)
 
@@ -39,6 +40,16 @@ export: $(STAMP)
 sync: $(STAMP)
 	$(PY) tools/export.py --check
 	$(PY) tools/sync.py
+	$(PY) tools/format.py --check
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/ruff check --quiet .
+
+# One formatter (ruff, pyproject.toml) for the chapters' code cells, hence lib/, and for tools/,
+# tests/, benchmarks/: formats the cells in book/*.md and their notebooks (outputs kept), exports.
+format: $(STAMP)
+	$(PY) tools/format.py
+	$(PY) tools/export.py
+	$(VENV)/bin/ruff format --quiet .
 
 execute: $(STAMP)
 	$(PY) tools/execute.py $(if $(CHAPTER),$(CHAPTER),--all)

@@ -4,6 +4,7 @@ A benchmark writes results/benchmarks/<name>.json with the command, the start ti
 the machine's load average (above its core count, other work shared the CPU and every time is
 inflated), the git commit, the device and the library versions, its configuration and its rows.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -27,7 +28,9 @@ class Record:
 
         self.name, self.config, self.rows = name, dict(config), []
         args = sys.argv[1:] if argv is None else list(argv)
-        self.command = f"python benchmarks/{name.replace('-', '_')}.py" + "".join(f" {a}" for a in args)
+        self.command = f"python benchmarks/{name.replace('-', '_')}.py" + "".join(
+            f" {a}" for a in args
+        )
         self.started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         self.origin = provenance()  # the code that runs: this commit (and its diff, if dirty)
         self.began = time.perf_counter()
@@ -38,11 +41,18 @@ class Record:
         return row
 
     def write(self, out=None, **extra) -> Path:
-        record = {"experiment": self.name, "chapter": "benchmarks", "command": self.command, "started": self.started,
-                  "wall_seconds": round(time.perf_counter() - self.began, 1),
-                  "load_average_1min": round(os.getloadavg()[0], 2),
-                  **{k: v for k, v in self.origin.items() if k != "git_diff"}, **extra,
-                  "config": self.config, "rows": self.rows}
+        record = {
+            "experiment": self.name,
+            "chapter": "benchmarks",
+            "command": self.command,
+            "started": self.started,
+            "wall_seconds": round(time.perf_counter() - self.began, 1),
+            "load_average_1min": round(os.getloadavg()[0], 2),
+            **{k: v for k, v in self.origin.items() if k != "git_diff"},
+            **extra,
+            "config": self.config,
+            "rows": self.rows,
+        }
         path = Path(out) if out else RESULTS / f"{self.name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(record, indent=1) + "\n")
@@ -50,4 +60,3 @@ class Record:
             path.with_suffix(".diff").write_text(self.origin["git_diff"])
         print(f"wrote {path}")
         return path
-

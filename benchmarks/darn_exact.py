@@ -1,4 +1,5 @@
-"""DARN: wall time of the exact log-likelihood of 10,000 test images, summing over 2^16 representations.
+"""DARN: wall time of the exact log-likelihood of 10,000 test images, summing over 2^16
+representations.
 
     python benchmarks/darn_exact.py [--hidden 16] [--images 10000]
 
@@ -9,6 +10,7 @@ with them, then a log-sum-exp over the codes with the prior (DARN chapter, Secti
 seconds for all images (after a compiling run on 1,000 of them) and the multiply-adds per second.
 Writes results/benchmarks/darn-exact.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,19 +30,34 @@ def main(argv=None) -> int:
 
     from lib.darn import DARN, exact_log_prob
 
-    record = Record("darn-exact", {"n_visible": 784, "n_hidden": args.hidden, "n_deterministic": 100,
-                                   "images": args.images, "dtype": "float32"}, argv)
-    x = (np.random.default_rng(0).random((args.images, 784)) < 0.13).astype(np.float32)  # MNIST's mean pixel
+    record = Record(
+        "darn-exact",
+        {
+            "n_visible": 784,
+            "n_hidden": args.hidden,
+            "n_deterministic": 100,
+            "images": args.images,
+            "dtype": "float32",
+        },
+        argv,
+    )
+    x = (np.random.default_rng(0).random((args.images, 784)) < 0.13).astype(
+        np.float32
+    )  # MNIST's mean pixel
     model = DARN(784, args.hidden, 100, rngs=nnx.Rngs(0))
     jax.block_until_ready(exact_log_prob(model, x[:1000]))  # compiles for batches of 1,000 images
     began = time.perf_counter()
     logp = jax.block_until_ready(exact_log_prob(model, x))
     seconds = time.perf_counter() - began
-    codes = 2 ** args.hidden
-    record.add(images=args.images, codes=codes, seconds=round(seconds, 3),
-               seconds_per_image=seconds / args.images,
-               multiply_adds_per_second=args.images * codes * 784 / seconds,
-               finite=bool(np.isfinite(np.asarray(logp)).all()))
+    codes = 2**args.hidden
+    record.add(
+        images=args.images,
+        codes=codes,
+        seconds=round(seconds, 3),
+        seconds_per_image=seconds / args.images,
+        multiply_adds_per_second=args.images * codes * 784 / seconds,
+        finite=bool(np.isfinite(np.asarray(logp)).all()),
+    )
     record.write()
     return 0
 

@@ -1,4 +1,5 @@
-"""Seconds per gradient step of a deep GP: lib.dgp against GPflux and GPyTorch, same machine, same run.
+"""Seconds per gradient step of a deep GP: lib.dgp against GPflux and GPyTorch, same machine, same
+run.
 
     python benchmarks/dgp_step.py [--peers PYTHON] [--rounds 3] [--quick]
 
@@ -8,8 +9,8 @@ normal, y = sin(sum x) + noise), M = 100 inducing points, one sample, Adam; batc
 once, then the median of `repeats` timed steps is taken. The libraries alternate: `rounds` times,
 lib.dgp, then GPflux, then GPyTorch each time all configurations; a configuration's time is the
 median over rounds, so a slow spell of the machine hits every library alike. The peers run in
-their own environment (`make bench-peers` builds .venv-peers from benchmarks/peers/requirements.txt);
-without it only lib.dgp is timed.
+their own environment (`make bench-peers` builds .venv-peers from
+benchmarks/peers/requirements.txt); without it only lib.dgp is timed.
 GPflux's architecture builder is whitened only, so the comparison is whitened; lib.dgp is also
 timed non-whitened (the authors' setting).
 The floor of a configuration is its step's floating-point operations (XLA's count of lib.dgp's
@@ -18,6 +19,7 @@ best of 5 products of 2048 x 2048 matrices, measured in every round): the time o
 ran at the speed of the machine's best kernel. Writes results/benchmarks/dgp-step.json.
 The machine must be otherwise idle: two processes sharing two cores distort every figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,12 +44,20 @@ def configs(quick: bool):
     for dtype in ("float64",) if quick else ("float64", "float32"):
         for layers in (1, 2, 3):
             for batch in (1000, 10_000):
-                out.append({"layers": layers, "batch": batch, "dtype": dtype, "repeats": 20 if batch == 1000 else 10})
+                out.append(
+                    {
+                        "layers": layers,
+                        "batch": batch,
+                        "dtype": dtype,
+                        "repeats": 20 if batch == 1000 else 10,
+                    }
+                )
     return out
 
 
 def matmul_rate(dtype: str, n: int = 2048, repeats: int = 5) -> float:
-    """Floating-point operations per second of the best of `repeats` (n, n) @ (n, n) products with jax."""
+    """Floating-point operations per second of the best of `repeats` (n, n) @ (n, n) products with
+    jax."""
     import time
 
     import jax
@@ -61,7 +71,7 @@ def matmul_rate(dtype: str, n: int = 2048, repeats: int = 5) -> float:
         began = time.perf_counter()
         jax.block_until_ready(product(a))
         best = min(best, time.perf_counter() - began)
-    return 2.0 * n ** 3 / best
+    return 2.0 * n**3 / best
 
 
 def ours(x, y, cfgs, with_flops: bool = False):
@@ -87,8 +97,12 @@ def ours(x, y, cfgs, with_flops: bool = False):
 def peer(python: str, script: str, path: str, cfgs) -> tuple[list, dict]:
     cfgs = [dict(c, whiten=True) for c in cfgs]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_USE_LEGACY_KERAS="1")
-    done = subprocess.run([python, str(ROOT / "benchmarks" / "peers" / script), path, json.dumps(cfgs)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [python, str(ROOT / "benchmarks" / "peers" / script), path, json.dumps(cfgs)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{script} failed:\n{done.stderr[-3000:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
@@ -101,9 +115,14 @@ def peer(python: str, script: str, path: str, cfgs) -> tuple[list, dict]:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_peers = ROOT / ".venv-peers" / "bin" / "python"
-    parser.add_argument("--peers", default=str(default_peers) if default_peers.exists() else None,
-                        help="python of an environment with gpflux and gpytorch (default: .venv-peers if built)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds over all libraries")
+    parser.add_argument(
+        "--peers",
+        default=str(default_peers) if default_peers.exists() else None,
+        help="python of an environment with gpflux and gpytorch (default: .venv-peers if built)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternating rounds over all libraries"
+    )
     parser.add_argument("--quick", action="store_true", help="float64 only, one round")
     parser.add_argument("--out", help="results file (default: results/benchmarks/dgp-step.json)")
     args = parser.parse_args(argv)
@@ -114,8 +133,19 @@ def main(argv=None):
 
     x, y = data()
     cfgs = configs(args.quick)
-    record = Record("dgp-step", {"N": len(x), "D": x.shape[1], "M": 100, "samples": 1, "optimizer": "adam",
-                                 "rounds": rounds, "floor_matmul": 2048}, argv)
+    record = Record(
+        "dgp-step",
+        {
+            "N": len(x),
+            "D": x.shape[1],
+            "M": 100,
+            "samples": 1,
+            "optimizer": "adam",
+            "rounds": rounds,
+            "floor_matmul": 2048,
+        },
+        argv,
+    )
     rows, peers, rates = [], {}, []
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "data.npz")
@@ -131,7 +161,13 @@ def main(argv=None):
         print("no peers' environment (make bench-peers): timing lib.dgp only", file=sys.stderr)
     record.rows = rows
     summary = summarise(rows, rates)
-    record.write(args.out, reduced=bool(args.quick), peers=peers, matmul_flops_per_second=rates, summary=summary)
+    record.write(
+        args.out,
+        reduced=bool(args.quick),
+        peers=peers,
+        matmul_flops_per_second=rates,
+        summary=summary,
+    )
     print(table(summary))
 
 
@@ -142,16 +178,29 @@ def summarise(rows, rates) -> list:
     for dtype, batch, layers in sorted({(r["dtype"], r["batch"], r["layers"]) for r in rows}):
         same = [r for r in rows if (r["dtype"], r["batch"], r["layers"]) == (dtype, batch, layers)]
         entry = {"dtype": dtype, "batch": batch, "layers": layers}
-        for lib, whiten in (("lib.dgp", True), ("lib.dgp", False), ("gpflux", True), ("gpytorch", True)):
-            times = [r["seconds"] for r in same if r["library"] == lib and r.get("whiten", True) == whiten]
+        for lib, whiten in (
+            ("lib.dgp", True),
+            ("lib.dgp", False),
+            ("gpflux", True),
+            ("gpytorch", True),
+        ):
+            times = [
+                r["seconds"]
+                for r in same
+                if r["library"] == lib and r.get("whiten", True) == whiten
+            ]
             if times:
                 entry[lib + ("" if whiten else " plain")] = float(np.median(times))
         peers = [entry[p] for p in ("gpflux", "gpytorch") if p in entry]
         if peers:
             entry["ours_over_best_peer"] = entry["lib.dgp"] / min(peers)
-        flops = next(r["flops"] for r in same if r["library"] == "lib.dgp" and r["whiten"] and "flops" in r)
+        flops = next(
+            r["flops"] for r in same if r["library"] == "lib.dgp" and r["whiten"] and "flops" in r
+        )
         rate = float(np.median([rate[dtype] for rate in rates]))
-        entry.update(flops=flops, floor_seconds=flops / rate, ours_over_floor=entry["lib.dgp"] * rate / flops)
+        entry.update(
+            flops=flops, floor_seconds=flops / rate, ours_over_floor=entry["lib.dgp"] * rate / flops
+        )
         out.append(entry)
     return out
 
@@ -159,8 +208,11 @@ def summarise(rows, rates) -> list:
 def table(summary) -> str:
     """The summary as text: median seconds per library, ours over the best peer, the floor."""
     libs = ("lib.dgp", "lib.dgp plain", "gpflux", "gpytorch")
-    lines = [f"{'dtype':8s} {'batch':>6s} {'model':6s}" + "".join(f"{lib:>15s}" for lib in libs)
-             + f"{'ours/peer':>10s}{'floor':>9s}{'ours/floor':>11s}"]
+    lines = [
+        f"{'dtype':8s} {'batch':>6s} {'model':6s}"
+        + "".join(f"{lib:>15s}" for lib in libs)
+        + f"{'ours/peer':>10s}{'floor':>9s}{'ours/floor':>11s}"
+    ]
     for e in summary:
         model = "SGP" if e["layers"] == 1 else f"DGP {e['layers']}"
         line = f"{e['dtype']:8s} {e['batch']:6d} {model:6s}"
@@ -168,6 +220,7 @@ def table(summary) -> str:
         ratio = f"{e['ours_over_best_peer']:10.2f}" if "ours_over_best_peer" in e else f"{'-':>10s}"
         lines.append(line + ratio + f"{e['floor_seconds']:9.4f}{e['ours_over_floor']:11.1f}")
     return "\n".join(lines)
+
 
 if __name__ == "__main__":
     main()

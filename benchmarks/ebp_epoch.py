@@ -8,6 +8,7 @@ whole task (the chapter trains on 7/8 of it per fold). Each method is timed as t
 a 3-epoch and a 1-epoch run (both compile and evaluate the same way), the median of 3 such
 differences over 2. Writes results/benchmarks/ebp-epoch.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,23 +32,44 @@ def main(argv=None) -> int:
     data = load_ebp(args.task)
     x, y = check_inputs(data.x), np.asarray(data.y)
     sizes = [x.shape[1], args.hidden, 1]
-    record = Record("ebp-epoch", {"task": args.task, "examples": int(x.shape[0]), "features": int(x.shape[1]),
-                                  "sizes": sizes, "batch_size": 10, "repeats": 3}, argv)
-    methods = {"Real EBP": lambda **kw: train_ebp(kind="real", **kw),
-               "Binary EBP": lambda **kw: train_ebp(kind="binary", **kw),
-               "BP (cross-entropy, SGD)": lambda **kw: train_bp(lr=0.1, loss="ce", **kw)}
+    record = Record(
+        "ebp-epoch",
+        {
+            "task": args.task,
+            "examples": int(x.shape[0]),
+            "features": int(x.shape[1]),
+            "sizes": sizes,
+            "batch_size": 10,
+            "repeats": 3,
+        },
+        argv,
+    )
+    methods = {
+        "Real EBP": lambda **kw: train_ebp(kind="real", **kw),
+        "Binary EBP": lambda **kw: train_ebp(kind="binary", **kw),
+        "BP (cross-entropy, SGD)": lambda **kw: train_bp(lr=0.1, loss="ce", **kw),
+    }
 
     def run(train, epochs):
         began = time.perf_counter()
-        net, _ = train(net=init_ebp(jax.random.key(0), sizes), x=x, y=y, key=jax.random.key(1), epochs=epochs,
-                       batch_size=10)
+        net, _ = train(
+            net=init_ebp(jax.random.key(0), sizes),
+            x=x,
+            y=y,
+            key=jax.random.key(1),
+            epochs=epochs,
+            batch_size=10,
+        )
         jax.block_until_ready(net)
         return time.perf_counter() - began
 
     for name, train in methods.items():
         per_epoch = statistics.median((run(train, 3) - run(train, 1)) / 2 for _ in range(3))
-        record.add(method=name, seconds_per_epoch=round(per_epoch, 4),
-                   updates_per_second=round((x.shape[0] // 10) / per_epoch, 1))
+        record.add(
+            method=name,
+            seconds_per_epoch=round(per_epoch, 4),
+            updates_per_second=round((x.shape[0] // 10) / per_epoch, 1),
+        )
     bp = record.rows[-1]["seconds_per_epoch"]
     for row in record.rows:
         row["ratio_to_bp"] = round(row["seconds_per_epoch"] / bp, 3)

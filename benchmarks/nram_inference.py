@@ -1,4 +1,5 @@
-"""NRAM inference: seconds per timestep of the discretised against the fuzzy machine as the tape grows.
+"""NRAM inference: seconds per timestep of the discretised against the fuzzy machine as the tape
+grows.
 
     python benchmarks/nram_inference.py [--sizes 50 100 200 500 1000 2000] [--timesteps 40]
 
@@ -9,6 +10,7 @@ the tape; the fuzzy one reads and writes every cell with a probability (O(M) per
 gates on distributions over {0..M-1} cost O(M log M) to O(M^2)). Writes
 results/benchmarks/nram-inference.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +25,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from lib.nram import NRAMSpec, copy_program, time_machines
 
-    record = Record("nram-inference", {"task": "copy", "program": "hand-written (copy_program)", "registers": 4,
-                                       "sizes": args.sizes, "timesteps": args.timesteps, "repeats": 5}, argv)
+    record = Record(
+        "nram-inference",
+        {
+            "task": "copy",
+            "program": "hand-written (copy_program)",
+            "registers": 4,
+            "sizes": args.sizes,
+            "timesteps": args.timesteps,
+            "repeats": 5,
+        },
+        argv,
+    )
     spec = NRAMSpec(registers=4)
     for row in time_machines(spec, copy_program(spec), args.sizes, timesteps=args.timesteps):
         record.add(**row, ratio=row["fuzzy_seconds_per_step"] / row["discrete_seconds_per_step"])

@@ -10,8 +10,8 @@ imported on first use, so `import lib` stays light:
     partition RBMs trained by SML with parallel tempering; log Z tracked by IS, bridge
               sampling and a Kalman filter; exact log Z; AIS
     ebp       expectation backpropagation: binary / real weights, sparse inputs, BP baseline
-    nram      neural random-access machines: gates on distributions, fuzzy and discretised machines, tasks
-    dgp       deep Gaussian processes, doubly stochastic variational inference
+    nram      neural random-access machines: gates on distributions, fuzzy and discretised machines,
+    tasks dgp       deep Gaussian processes, doubly stochastic variational inference
 """
 
 import importlib

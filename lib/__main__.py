@@ -1,7 +1,7 @@
 """`python -m lib`: list or run the paper-scale experiments that the chapters register.
 
-    python -m lib                               list them, with their presets
-    python -m lib NAME --preset paper           run one; writes results/<chapter>/NAME.json
+python -m lib                               list them, with their presets
+python -m lib NAME --preset paper           run one; writes results/<chapter>/NAME.json
 """
 
 import importlib

@@ -39,19 +39,29 @@ def _hard_sample(logits, u):
 
 # %% book/darn.md
 class AutoregressiveBernoulli(nnx.Module):
-    """p(v | c) = prod_j Bernoulli(v_j | sigmoid(b_j + (c W)_j + (v A^T)_j)), A strictly lower triangular.
+    """p(v | c) = prod_j Bernoulli(v_j | sigmoid(b_j + (c W)_j + (v A^T)_j)), A strictly lower
+    triangular.
 
     size: n units; context_size: width of c (0: no context, e.g. the top prior of eq. darn-prior);
     autoregressive=False drops A (the encoder of eq. 6). Section 1.
     """
 
     @checks(size=Int(1), context_size=Int(0), autoregressive=Bool())
-    def __init__(self, size: int, context_size: int = 0, *, autoregressive: bool = True, rngs: nnx.Rngs,
-                 dtype=jnp.float32):
+    def __init__(
+        self,
+        size: int,
+        context_size: int = 0,
+        *,
+        autoregressive: bool = True,
+        rngs: nnx.Rngs,
+        dtype=jnp.float32,
+    ):
         self.size, self.context_size, self.autoregressive = size, context_size, autoregressive
         self.bias = nnx.Param(jnp.zeros((size,), dtype))
         init = nnx.initializers.lecun_normal()
-        self.weight = nnx.Param(init(rngs.params(), (context_size, size), dtype)) if context_size else None
+        self.weight = (
+            nnx.Param(init(rngs.params(), (context_size, size), dtype)) if context_size else None
+        )
         self.lateral = nnx.Param(jnp.zeros((size, size), dtype)) if autoregressive else None
 
     def lateral_matrix(self):
@@ -74,12 +84,15 @@ class AutoregressiveBernoulli(nnx.Module):
         return bernoulli_log_prob(v, self.logits(v, context))
 
     def sample(self, key, context=None, *, shape=(), pathwise: bool = False):
-        """Draw v (..., size) and return it with its logits; unit j waits for units 1..j-1 (lax.scan).
+        """Draw v (..., size) and return it with its logits; unit j waits for units 1..j-1
+        (lax.scan).
 
         shape: batch shape when there is no context. pathwise: use binary_sample (Section 5).
         """
         base = self.context_logits(context)
-        base = jnp.broadcast_to(base, jnp.broadcast_shapes(base.shape[:-1], tuple(shape)) + (self.size,))
+        base = jnp.broadcast_to(
+            base, jnp.broadcast_shapes(base.shape[:-1], tuple(shape)) + (self.size,)
+        )
         u = jax.random.uniform(key, base.shape, base.dtype)
         draw = binary_sample if pathwise else _hard_sample
         if not self.autoregressive:
@@ -100,11 +113,24 @@ class ConditionalBernoulli(nnx.Module):
     AutoregressiveBernoulli(v | d) (eq. 10)."""
 
     @checks(size=Int(1), input_size=Int(1), hidden=Int(0), autoregressive=Bool())
-    def __init__(self, size: int, input_size: int, hidden: int = 0, *, autoregressive: bool, rngs: nnx.Rngs,
-                 dtype=jnp.float32):
-        self.hidden = nnx.Linear(input_size, hidden, rngs=rngs, param_dtype=dtype, dtype=dtype) if hidden else None
-        self.out = AutoregressiveBernoulli(size, hidden or input_size, autoregressive=autoregressive, rngs=rngs,
-                                           dtype=dtype)
+    def __init__(
+        self,
+        size: int,
+        input_size: int,
+        hidden: int = 0,
+        *,
+        autoregressive: bool,
+        rngs: nnx.Rngs,
+        dtype=jnp.float32,
+    ):
+        self.hidden = (
+            nnx.Linear(input_size, hidden, rngs=rngs, param_dtype=dtype, dtype=dtype)
+            if hidden
+            else None
+        )
+        self.out = AutoregressiveBernoulli(
+            size, hidden or input_size, autoregressive=autoregressive, rngs=rngs, dtype=dtype
+        )
 
     def context(self, inputs):
         return inputs if self.hidden is None else jnp.tanh(self.hidden(inputs))
@@ -126,15 +152,30 @@ class DARN(nnx.Module):
     """Deep AutoRegressive Network (Section 2): encoder q(h | x), autoregressive prior p(h^(L)),
     decoder conditionals p(h^(l) | h^(l+1)).
 
-    n_visible: data width; n_hidden: stochastic widths (n1, ..., nL) or one int; n_deterministic: tanh
-    units in every conditional (0: none). The representation h is the list [h1, ..., hL], each (..., n_l).
+    n_visible: data width; n_hidden: stochastic widths (n1, ..., nL) or one int; n_deterministic:
+    tanh units in every conditional (0: none). The representation h is the list [h1, ..., hL], each
+    (..., n_l).
     """
 
-    @checks(n_visible=Int(1), n_deterministic=Int(0), autoregressive_visible=Bool(),
-            autoregressive_encoder=Bool(), skip_connections=Bool())
-    def __init__(self, n_visible: int, n_hidden: int | Sequence[int], n_deterministic: int = 100, *,
-                 autoregressive_visible: bool = False, autoregressive_encoder: bool = False,
-                 skip_connections: bool = False, rngs: nnx.Rngs, dtype=jnp.float32):
+    @checks(
+        n_visible=Int(1),
+        n_deterministic=Int(0),
+        autoregressive_visible=Bool(),
+        autoregressive_encoder=Bool(),
+        skip_connections=Bool(),
+    )
+    def __init__(
+        self,
+        n_visible: int,
+        n_hidden: int | Sequence[int],
+        n_deterministic: int = 100,
+        *,
+        autoregressive_visible: bool = False,
+        autoregressive_encoder: bool = False,
+        skip_connections: bool = False,
+        rngs: nnx.Rngs,
+        dtype=jnp.float32,
+    ):
         n_hidden = (n_hidden,) if isinstance(n_hidden, (int, np.integer)) else tuple(n_hidden)
         if not n_hidden:
             raise ValueError("n_hidden must be a positive integer or a non-empty sequence of them")
@@ -143,45 +184,72 @@ class DARN(nnx.Module):
         s = self.sizes = (int(n_visible), *(int(n) for n in n_hidden))
         self.skip_connections = skip_connections
         L = len(n_hidden)
-        dec_in = [sum(s[l + 1:]) if skip_connections else s[l + 1] for l in range(L)]
+        dec_in = [sum(s[l + 1 :]) if skip_connections else s[l + 1] for l in range(L)]
         enc_in = [sum(s[:k]) if skip_connections else s[k - 1] for k in range(1, L + 1)]
         self.prior = AutoregressiveBernoulli(s[L], 0, autoregressive=True, rngs=rngs, dtype=dtype)
-        self.decoder = _module_list([
-            ConditionalBernoulli(s[l], dec_in[l], n_deterministic, autoregressive=(l > 0 or autoregressive_visible),
-                                 rngs=rngs, dtype=dtype) for l in range(L)])
-        self.encoder = _module_list([
-            ConditionalBernoulli(s[k], enc_in[k - 1], n_deterministic, autoregressive=autoregressive_encoder,
-                                 rngs=rngs, dtype=dtype) for k in range(1, L + 1)])
+        self.decoder = _module_list(
+            [
+                ConditionalBernoulli(
+                    s[l],
+                    dec_in[l],
+                    n_deterministic,
+                    autoregressive=(l > 0 or autoregressive_visible),
+                    rngs=rngs,
+                    dtype=dtype,
+                )
+                for l in range(L)
+            ]
+        )
+        self.encoder = _module_list(
+            [
+                ConditionalBernoulli(
+                    s[k],
+                    enc_in[k - 1],
+                    n_deterministic,
+                    autoregressive=autoregressive_encoder,
+                    rngs=rngs,
+                    dtype=dtype,
+                )
+                for k in range(1, L + 1)
+            ]
+        )
 
     @property
     def dtype(self):
         return self.prior.bias[...].dtype
 
     def _decoder_inputs(self, h, l):  # h = [x, h1, ..., hL]
-        return jnp.concatenate(h[l + 1:], -1) if self.skip_connections else h[l + 1]
+        return jnp.concatenate(h[l + 1 :], -1) if self.skip_connections else h[l + 1]
 
     def _encoder_inputs(self, h, k):
         return jnp.concatenate(h[:k], -1) if self.skip_connections else h[k - 1]
 
     def check_x(self, x, name: str = "x"):
-        """x must be binary, finite, of shape (..., n_visible); returned as an array of the model's dtype."""
+        """x must be binary, finite, of shape (..., n_visible); returned as an array of the model's
+        dtype."""
         x = check_array(x, name, binary=True)
         if x.ndim < 1 or x.shape[-1] != self.sizes[0]:
-            raise ValueError(f"{name} must have shape (..., {self.sizes[0]}) (n_visible), got {tuple(x.shape)}")
+            raise ValueError(
+                f"{name} must have shape (..., {self.sizes[0]}) (n_visible), got {tuple(x.shape)}"
+            )
         return jnp.asarray(x, self.dtype)
 
     def check_h(self, hs, batch_shape):
         if len(hs) != len(self.sizes) - 1:
-            raise ValueError(f"the representation must hold {len(self.sizes) - 1} layers, got {len(hs)}")
+            raise ValueError(
+                f"the representation must hold {len(self.sizes) - 1} layers, got {len(hs)}"
+            )
         for l, (h, n) in enumerate(zip(hs, self.sizes[1:]), start=1):
             if h.shape[-1] != n:
                 raise ValueError(f"layer h{l} must have width {n}, got shape {tuple(h.shape)}")
 
     def encode(self, x, key, *, pathwise: bool = False, return_logits: bool = False):
-        """h ~ q(h | x) layer by layer (eq. 8): returns [h1, ..., hL] and log q(h | x), shape x.shape[:-1]
-        (and the list of the layers' logits if return_logits)."""
+        """h ~ q(h | x) layer by layer (eq. 8): returns [h1, ..., hL] and log q(h | x), shape
+        x.shape[:-1] (and the list of the layers' logits if return_logits)."""
         h, logq, all_logits = [x], 0.0, []
-        for k, (block, key_k) in enumerate(zip(self.encoder, jax.random.split(key, len(self.encoder))), start=1):
+        for k, (block, key_k) in enumerate(
+            zip(self.encoder, jax.random.split(key, len(self.encoder))), start=1
+        ):
             h_k, logits = block.sample(key_k, self._encoder_inputs(h, k), pathwise=pathwise)
             logq = logq + bernoulli_log_prob(h_k, logits)
             h.append(h_k)
@@ -191,7 +259,10 @@ class DARN(nnx.Module):
     def encoder_log_prob(self, x, hs):
         """log q(h | x) of a given representation."""
         h = [x, *hs]
-        return sum(block.log_prob(h[k], self._encoder_inputs(h, k)) for k, block in enumerate(self.encoder, 1))
+        return sum(
+            block.log_prob(h[k], self._encoder_inputs(h, k))
+            for k, block in enumerate(self.encoder, 1)
+        )
 
     def log_prior(self, hs):
         """log p(h) = log p(h^(L)) + sum_{1 <= l < L} log p(h^(l) | h^(l+1))."""
@@ -211,7 +282,8 @@ class DARN(nnx.Module):
 
     def description_length(self, x, key, *, pathwise: bool = True):
         """One-sample estimate of the expected description length (eq. 15), in nats, per example:
-        log q(h | x) - log p(x, h) with h ~ q(h | x). pathwise: the gradient of Appendix A (Section 5)."""
+        log q(h | x) - log p(x, h) with h ~ q(h | x). pathwise: the gradient of Appendix A (Section
+        5)."""
         hs, logq = self.encode(x, key, pathwise=pathwise)
         return logq - self.log_joint(x, hs)
 
@@ -229,11 +301,13 @@ class DARN(nnx.Module):
 # %% book/darn.md
 @checks(n=Int(0, 62), start=Int(0), count=Maybe(Int(1)))
 def all_binary(n: int, start: int = 0, count: int | None = None, dtype=jnp.float32):
-    """Codes start .. start+count-1 of the 2^n binary vectors (bit i of code r in column i); (count, n)."""
+    """Codes start .. start+count-1 of the 2^n binary vectors (bit i of code r in column i); (count,
+    n)."""
     if count is None and n > 24:
-        raise ValueError(f"all_binary would build all 2^{n} codes (n={n}); above 2^24 pass start "
-                         "and count")
-    count = 2 ** n if count is None else count
+        raise ValueError(
+            f"all_binary would build all 2^{n} codes (n={n}); above 2^24 pass start and count"
+        )
+    count = 2**n if count is None else count
     idx = start + jnp.arange(count)
     return ((idx[:, None] >> jnp.arange(n)) & 1).astype(dtype)
 
@@ -249,8 +323,9 @@ def split_layers(h, sizes: Sequence[int]) -> list:
 
 @checks(terms=Function(), num_chunks=Int(1), size=Int(1))
 def chunked_logsumexp(terms, num_chunks: int, size: int, dtype):
-    """logsumexp over every chunk c = 0..num_chunks-1 of terms(c), an array (size, C), along its last axis:
-    a running maximum and sum in lax.scan, so one chunk is in memory at a time."""
+    """logsumexp over every chunk c = 0..num_chunks-1 of terms(c), an array (size, C), along its
+    last axis: a running maximum and sum in lax.scan, so one chunk is in memory at a time."""
+
     def add(carry, c):
         t = terms(c)
         m = jnp.maximum(carry[0], jnp.max(t, -1))
@@ -263,20 +338,28 @@ def chunked_logsumexp(terms, num_chunks: int, size: int, dtype):
 
 @checks(model=Instance(DARN), x=Array(), chunk=Int(1), batch=Int(1))
 def exact_log_prob(model: DARN, x, *, chunk: int = 4096, batch: int = 1000):
-    """log p(x) = logsumexp over all 2^(n1+...+nL) representations of log p(x, h) (Section 3); x (N, n_x) -> (N,).
+    """log p(x) = logsumexp over all 2^(n1+...+nL) representations of log p(x, h) (Section 3); x (N,
+    n_x) -> (N,).
 
     Refuses above 24 hidden bits (use importance_log_prob).
     """
     x = model.check_x(x)
     bits = sum(model.sizes[1:])
     if bits > 24:
-        raise ValueError(f"exact_log_prob would enumerate 2^{bits} representations; above 2^24 use importance_log_prob")
-    chunk = min(chunk, 2 ** bits)
-    if 2 ** bits % chunk:
+        raise ValueError(
+            f"exact_log_prob would enumerate 2^{bits} representations; above 2^24 use "
+            "importance_log_prob"
+        )
+    chunk = min(chunk, 2**bits)
+    if 2**bits % chunk:
         raise ValueError(f"chunk must divide the 2^{bits} codes (a power of two), got {chunk}")
     graphdef, state = nnx.split(model)
-    return jnp.concatenate([_exact_log_prob_batch(graphdef, state, x[i:i + batch], chunk)
-                            for i in range(0, x.shape[0], batch)])
+    return jnp.concatenate(
+        [
+            _exact_log_prob_batch(graphdef, state, x[i : i + batch], chunk)
+            for i in range(0, x.shape[0], batch)
+        ]
+    )
 
 
 @partial(jax.jit, static_argnums=(0, 3))
@@ -289,27 +372,32 @@ def _exact_log_prob_batch(graphdef, state, xb, chunk):
     def log_joint(c):  # log p(x, h) for the batch and the codes of chunk c: (B, C)
         hs = split_layers(all_binary(bits, c * chunk, chunk, model.dtype), model.sizes[1:])
         prior = model.log_prior(hs)  # (C,): once per code, not per datum
-        logits = visible.out.context_logits(visible.context(model._decoder_inputs([None, *hs], 0)))  # (C, n_x)
+        logits = visible.out.context_logits(
+            visible.context(model._decoder_inputs([None, *hs], 0))
+        )  # (C, n_x)
         if shift is None:
             lj = xb @ logits.T - jnp.sum(jax.nn.softplus(logits), -1)
         else:
             lj = bernoulli_log_prob(xb[:, None], logits[None] + shift[:, None])
         return lj + prior
 
-    return chunked_logsumexp(log_joint, 2 ** bits // chunk, xb.shape[0], xb.dtype)
+    return chunked_logsumexp(log_joint, 2**bits // chunk, xb.shape[0], xb.dtype)
 
 
 # %% book/darn.md
 @checks(model=Instance(DARN), x=Array())
 def expected_description_length(model: DARN, x):
-    """Exact E_q[log q(h | x) - log p(x, h)] (eq. darn-free-energy, nats) by enumerating every h; x (N, n_x) -> (N,).
+    """Exact E_q[log q(h | x) - log p(x, h)] (eq. darn-free-energy, nats) by enumerating every h; x
+    (N, n_x) -> (N,).
 
     For small models (at most 16 hidden bits): the oracle of the gradient estimators (Section 5).
     """
     x = model.check_x(x)
     bits = sum(model.sizes[1:])
     if bits > 16:
-        raise ValueError(f"expected_description_length enumerates 2^{bits} representations; at most 2^16")
+        raise ValueError(
+            f"expected_description_length enumerates 2^{bits} representations; at most 2^16"
+        )
     xs, hs = enumerate_codes(model, x)
     logq = model.encoder_log_prob(xs, hs)
     return jnp.sum(jnp.exp(logq) * (logq - model.log_joint(xs, hs)), -1)
@@ -323,9 +411,11 @@ def enumerate_codes(model: DARN, x):
     Refuses more than 2^22 rows (N 2^bits): an oracle for small models.
     """
     bits = sum(model.sizes[1:])
-    if x.shape[0] * 2 ** bits > 2 ** 22:
-        raise ValueError(f"enumerate_codes would build {x.shape[0]} x 2^{bits} rows; the bound is "
-                         "2^22 (use exact_log_prob, which enumerates in chunks)")
+    if x.shape[0] * 2**bits > 2**22:
+        raise ValueError(
+            f"enumerate_codes would build {x.shape[0]} x 2^{bits} rows; the bound is "
+            "2^22 (use exact_log_prob, which enumerates in chunks)"
+        )
     H = all_binary(sum(model.sizes[1:]), dtype=x.dtype)
     xs = jnp.broadcast_to(x[:, None], (x.shape[0], H.shape[0], x.shape[-1]))
     return xs, split_layers(jnp.broadcast_to(H, (x.shape[0], *H.shape)), model.sizes[1:])
@@ -358,25 +448,36 @@ binary_sample.defvjp(_binary_sample_fwd, _binary_sample_bwd)
 # %% book/darn.md
 @checks(probs=Array(), target=Float(0, 1, low_open=True, high_open=True))
 def sparsity_penalty(probs, target: float):
-    """fDARN's penalty (Section 9): sum_j KL(Bernoulli(target) || Bernoulli(mean activity of unit j)).
+    """fDARN's penalty (Section 9): sum_j KL(Bernoulli(target) || Bernoulli(mean activity of unit
+    j)).
 
     probs (..., n): the encoder's q(h_j = 1 | x) over a batch; the mean is over all leading axes.
     """
     rho = jnp.clip(jnp.mean(probs.reshape(-1, probs.shape[-1]), 0), 1e-6, 1 - 1e-6)
-    return jnp.sum(target * jnp.log(target / rho) + (1 - target) * jnp.log((1 - target) / (1 - rho)))
+    return jnp.sum(
+        target * jnp.log(target / rho) + (1 - target) * jnp.log((1 - target) / (1 - rho))
+    )
 
 
-@checks(model=Instance(DARN), key=Key(),
-        sparsity_target=Maybe(Float(0, 1, low_open=True, high_open=True)),
-        sparsity_weight=Float(0))
-def darn_loss(model: DARN, x, key, *, sparsity_target: float | None = None, sparsity_weight: float = 0.0):
+@checks(
+    model=Instance(DARN),
+    key=Key(),
+    sparsity_target=Maybe(Float(0, 1, low_open=True, high_open=True)),
+    sparsity_weight=Float(0),
+)
+def darn_loss(
+    model: DARN, x, key, *, sparsity_target: float | None = None, sparsity_weight: float = 0.0
+):
     """Mean one-sample description length (nats), differentiated with Appendix A's estimator.
 
-    With sparsity_weight > 0, adds the fDARN penalty (Section 9) on every stochastic layer's mean activity.
+    With sparsity_weight > 0, adds the fDARN penalty (Section 9) on every stochastic layer's mean
+    activity.
     """
     hs, logq, logits = model.encode(x, key, pathwise=True, return_logits=True)
     F = jnp.mean(logq - model.log_joint(x, hs))
-    activity = jnp.mean(jnp.concatenate([jnp.mean(jax.nn.sigmoid(a).reshape(-1, a.shape[-1]), 0) for a in logits]))
+    activity = jnp.mean(
+        jnp.concatenate([jnp.mean(jax.nn.sigmoid(a).reshape(-1, a.shape[-1]), 0) for a in logits])
+    )
     if not sparsity_weight:
         return F, {"activity": activity}
     penalty = sum(sparsity_penalty(jax.nn.sigmoid(a), sparsity_target) for a in logits)
@@ -385,7 +486,8 @@ def darn_loss(model: DARN, x, key, *, sparsity_target: float | None = None, spar
 
 @checks(model=Instance(DARN), key=Key())
 def reinforce_surrogate(model: DARN, x, key, baseline):
-    """Per-example surrogate F + sg(F - b) log q(h | x) whose gradient is the REINFORCE estimate, and F.
+    """Per-example surrogate F + sg(F - b) log q(h | x) whose gradient is the REINFORCE estimate,
+    and F.
 
     baseline: b(x), broadcastable to x.shape[:-1] (no gradient flows into it here).
     """
@@ -400,21 +502,32 @@ class Reinforce(nnx.Module):
     @checks(model=Instance(DARN))
     def __init__(self, model: DARN, *, rngs: nnx.Rngs):
         self.model = model
-        self.baseline = nnx.Linear(model.sizes[0], 1, kernel_init=nnx.initializers.zeros, rngs=rngs,
-                                   param_dtype=model.dtype, dtype=model.dtype)
+        self.baseline = nnx.Linear(
+            model.sizes[0],
+            1,
+            kernel_init=nnx.initializers.zeros,
+            rngs=rngs,
+            param_dtype=model.dtype,
+            dtype=model.dtype,
+        )
 
 
 @checks(wrapped=Instance(Reinforce), key=Key())
 def reinforce_loss(wrapped: Reinforce, x, key):
-    """Surrogate for the DARN's parameters plus the baseline's squared error; metric F is the bound."""
+    """Surrogate for the DARN's parameters plus the baseline's squared error; metric F is the
+    bound."""
     b = wrapped.baseline(x)[..., 0]
     surrogate, F = reinforce_surrogate(wrapped.model, x, key, jax.lax.stop_gradient(b))
-    return jnp.mean(surrogate) + jnp.mean((jax.lax.stop_gradient(F) - b) ** 2), {"description_length": jnp.mean(F)}
+    return jnp.mean(surrogate) + jnp.mean((jax.lax.stop_gradient(F) - b) ** 2), {
+        "description_length": jnp.mean(F)
+    }
 
 
 # %% book/darn.md
 @checks(model=Instance(DARN), x=Array(), key=Key(), num_samples=Int(1), chunk=Int(1), batch=Int(1))
-def importance_log_prob(model: DARN, x, key, *, num_samples: int = 1000, chunk: int = 100, batch: int = 100):
+def importance_log_prob(
+    model: DARN, x, key, *, num_samples: int = 1000, chunk: int = 100, batch: int = 100
+):
     """Eq. darn-is: log (1/S sum_s p(x, h_s) / q(h_s | x)), h_s ~ q(h | x); x (N, n_x) -> (N,)."""
     x = model.check_x(x)
     chunk = min(chunk, num_samples)
@@ -423,8 +536,12 @@ def importance_log_prob(model: DARN, x, key, *, num_samples: int = 1000, chunk: 
     graphdef, state = nnx.split(model)
     starts = range(0, x.shape[0], batch)
     keys = jax.random.split(key, len(starts))
-    return jnp.concatenate([_importance_batch(graphdef, state, x[i:i + batch], k, num_samples, chunk)
-                            for i, k in zip(starts, keys)])
+    return jnp.concatenate(
+        [
+            _importance_batch(graphdef, state, x[i : i + batch], k, num_samples, chunk)
+            for i, k in zip(starts, keys)
+        ]
+    )
 
 
 @partial(jax.jit, static_argnums=(0, 4, 5))
@@ -436,21 +553,33 @@ def _importance_batch(graphdef, state, xb, key, num_samples, chunk):
         hs, logq = model.encode(xs, jax.random.fold_in(key, c))
         return (model.log_joint(xs, hs) - logq).T
 
-    return chunked_logsumexp(log_weights, num_samples // chunk, xb.shape[0], xb.dtype) - math.log(num_samples)
+    return chunked_logsumexp(log_weights, num_samples // chunk, xb.shape[0], xb.dtype) - math.log(
+        num_samples
+    )
 
 
 @checks(model=Instance(DARN), key=Key(), num_samples=Int(1), repeats=Int(2))
-def importance_estimate(model: DARN, x, key, *, num_samples: int = 1000, repeats: int = 10, **kwargs) -> dict:
-    """Mean test log-likelihood by eq. darn-is, repeated: {"mean", "ci95", "repeats"} (nats per example).
+def importance_estimate(
+    model: DARN, x, key, *, num_samples: int = 1000, repeats: int = 10, **kwargs
+) -> dict:
+    """Mean test log-likelihood by eq. darn-is, repeated: {"mean", "ci95", "repeats"} (nats per
+    example).
 
     ci95 is 1.96 standard errors of the mean over the repeats (as the paper reports).
     """
     if repeats < 2:
         raise ValueError(f"repeats must be at least 2 to give an interval, got {repeats}")
-    means = np.array([float(jnp.mean(importance_log_prob(model, x, k, num_samples=num_samples, **kwargs)))
-                      for k in jax.random.split(key, repeats)])
-    return {"mean": float(means.mean()), "ci95": float(1.96 * means.std(ddof=1) / np.sqrt(repeats)),
-            "repeats": means.tolist()}
+    means = np.array(
+        [
+            float(jnp.mean(importance_log_prob(model, x, k, num_samples=num_samples, **kwargs)))
+            for k in jax.random.split(key, repeats)
+        ]
+    )
+    return {
+        "mean": float(means.mean()),
+        "ci95": float(1.96 * means.std(ddof=1) / np.sqrt(repeats)),
+        "repeats": means.tolist(),
+    }
 
 
 # %% book/darn.md
@@ -464,14 +593,19 @@ def init_visible_bias(model: DARN, x_train) -> DARN:
 
 
 @checks(model=Instance(DARN), key=Key(), num_samples=Int(1), batch=Int(1))
-def mean_description_length(model: DARN, x, key, *, num_samples: int = 1, batch: int = 1000) -> float:
+def mean_description_length(
+    model: DARN, x, key, *, num_samples: int = 1, batch: int = 1000
+) -> float:
     """Monte Carlo estimate of the mean of eq. darn-free-energy over the rows of x, in nats."""
     x = model.check_x(x)
     graphdef, state = nnx.split(model)
     total = 0.0
     for i in range(0, x.shape[0], batch):
-        total += float(_description_length_sum(graphdef, state, x[i:i + batch], jax.random.fold_in(key, i),
-                                               num_samples))
+        total += float(
+            _description_length_sum(
+                graphdef, state, x[i : i + batch], jax.random.fold_in(key, i), num_samples
+            )
+        )
     return total / x.shape[0]
 
 
@@ -485,19 +619,49 @@ def _description_length_sum(graphdef, state, xb, key, num_samples):
 # %% book/darn.md
 OPTIMIZERS = {
     "adam": lambda lr: __import__("optax").adam(lr),
-    "rmsprop": lambda lr: __import__("optax").rmsprop(lr, decay=0.95, eps=1e-4, centered=True, momentum=0.9),
+    "rmsprop": lambda lr: __import__("optax").rmsprop(
+        lr, decay=0.95, eps=1e-4, centered=True, momentum=0.9
+    ),
 }
 
 
-@checks(target=Instance(nnx.Module), loss_fn=Function(), x_train=Array(ndim=2), steps=Int(1),
-        batch_size=Int(1), learning_rate=Float(0, low_open=True), optimizer=OneOf(*OPTIMIZERS),
-        valid_fn=Maybe(Function()), eval_every=Int(1), patience=Maybe(Int(1)), seed=Int(0),
-        progress=Bool(), log_every=Int(1), checkpoint_every=Int(1))
-def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, batch_size: int = 100,
-                        learning_rate: float = 1e-3, optimizer: str = "adam", valid_fn=None, eval_every: int = 5000,
-                        patience: int | None = None, seed: int = 0, progress: bool = True, log_every: int = 100,
-                        desc: str = "train", checkpoint_dir=None, checkpoint_every: int = 1000):
-    """Train target on minibatches of x_train, keeping the parameters with the lowest valid_fn (Section 7).
+@checks(
+    target=Instance(nnx.Module),
+    loss_fn=Function(),
+    x_train=Array(ndim=2),
+    steps=Int(1),
+    batch_size=Int(1),
+    learning_rate=Float(0, low_open=True),
+    optimizer=OneOf(*OPTIMIZERS),
+    valid_fn=Maybe(Function()),
+    eval_every=Int(1),
+    patience=Maybe(Int(1)),
+    seed=Int(0),
+    progress=Bool(),
+    log_every=Int(1),
+    checkpoint_every=Int(1),
+)
+def fit_with_validation(
+    target: nnx.Module,
+    loss_fn,
+    x_train,
+    *,
+    steps: int,
+    batch_size: int = 100,
+    learning_rate: float = 1e-3,
+    optimizer: str = "adam",
+    valid_fn=None,
+    eval_every: int = 5000,
+    patience: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    log_every: int = 100,
+    desc: str = "train",
+    checkpoint_dir=None,
+    checkpoint_every: int = 1000,
+):
+    """Train target on minibatches of x_train, keeping the parameters with the lowest valid_fn
+    (Section 7).
 
     loss_fn(module, batch, key) -> (loss, metrics); valid_fn(module) -> float, measured every
     eval_every steps (None: no validation, the last parameters are returned); patience: stop after
@@ -510,8 +674,9 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
     from lib.toolkit import restore_checkpoint, save_checkpoint
 
     if batch_size > len(x_train):
-        raise ValueError(f"batch_size ({batch_size}) must not exceed the {len(x_train)} rows of "
-                         "x_train")
+        raise ValueError(
+            f"batch_size ({batch_size}) must not exceed the {len(x_train)} rows of x_train"
+        )
     tx = OPTIMIZERS[optimizer](learning_rate)
     graphdef, state = nnx_train_state(target, tx)
     step = nnx_step(graphdef, tx, loss_fn)
@@ -520,19 +685,37 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
     history, best, t = {"valid_step": [], "valid": []}, (math.inf, steps, state), 0
     every = eval_every if valid_fn is not None else steps
     steps_dir = None
-    if checkpoint_dir is not None:  # "validated": the state after each validation; "steps": fit's, in between
+    if (
+        checkpoint_dir is not None
+    ):  # "validated": the state after each validation; "steps": fit's, in between
         validated, steps_dir = Path(checkpoint_dir) / "validated", Path(checkpoint_dir) / "steps"
         restored = restore_checkpoint(validated, {"state": state, "best": state})
         if restored is not None:
             t, trees, extra = restored
             history, state = extra["history"], trees["state"]
-            best = (math.inf if extra["best_valid"] is None else extra["best_valid"], extra["best_step"], trees["best"])
+            best = (
+                math.inf if extra["best_valid"] is None else extra["best_valid"],
+                extra["best_step"],
+                trees["best"],
+            )
             note_restored(validated, t)
     stopped = bool(history.get("stopped", False))
     history.pop("stopped", None)
     while t < steps and not stopped:
-        result = fit(step, state, data, steps, key=key, first_step=t, stop_after=every, progress=progress,
-                     log_every=log_every, desc=desc, checkpoint_dir=steps_dir, checkpoint_every=checkpoint_every)
+        result = fit(
+            step,
+            state,
+            data,
+            steps,
+            key=key,
+            first_step=t,
+            stop_after=every,
+            progress=progress,
+            log_every=log_every,
+            desc=desc,
+            checkpoint_dir=steps_dir,
+            checkpoint_every=checkpoint_every,
+        )
         if result.start_step > t:
             note_restored(steps_dir, result.start_step)
         for name, values in result.history.items():
@@ -544,44 +727,91 @@ def fit_with_validation(target: nnx.Module, loss_fn, x_train, *, steps: int, bat
             history["valid"].append(valid)
             if valid < best[0]:
                 best = (valid, t, state)
-            if patience is not None and len(history["valid"]) - 1 - int(np.argmin(history["valid"])) >= patience:
+            if (
+                patience is not None
+                and len(history["valid"]) - 1 - int(np.argmin(history["valid"])) >= patience
+            ):
                 stopped = True
         if checkpoint_dir is not None:
-            save_checkpoint(validated, t, {"state": state, "best": best[2]},
-                            {"history": {**history, "stopped": stopped}, "best_step": best[1],
-                             "best_valid": best[0] if math.isfinite(best[0]) else None})
+            save_checkpoint(
+                validated,
+                t,
+                {"state": state, "best": best[2]},
+                {
+                    "history": {**history, "stopped": stopped},
+                    "best_step": best[1],
+                    "best_valid": best[0] if math.isfinite(best[0]) else None,
+                },
+            )
     history["best_step"] = best[1]
-    return nnx_model(graphdef, best[2] if valid_fn is not None else state), {k: np.asarray(v) for k, v in history.items()}
+    return nnx_model(graphdef, best[2] if valid_fn is not None else state), {
+        k: np.asarray(v) for k, v in history.items()
+    }
 
 
-@checks(model=Instance(DARN), steps=Int(1), batch_size=Int(1),
-        learning_rate=Float(0, low_open=True), optimizer=OneOf(*OPTIMIZERS),
-        estimator=OneOf('darn', 'reinforce'), eval_every=Int(1), patience=Maybe(Int(1)),
-        sparsity_target=Maybe(Float(0, 1, low_open=True, high_open=True)),
-        sparsity_weight=Float(0), valid_samples=Int(1), seed=Int(0), progress=Bool(),
-        log_every=Int(1), checkpoint_every=Int(1))
-def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learning_rate: float = 1e-3,
-               optimizer: str = "adam", estimator: str = "darn", x_valid=None, eval_every: int = 5000,
-               patience: int | None = None, sparsity_target: float | None = None, sparsity_weight: float = 0.0,
-               valid_samples: int = 1, seed: int = 0, progress: bool = True, log_every: int = 100,
-               checkpoint_dir=None, checkpoint_every: int = 1000):
+@checks(
+    model=Instance(DARN),
+    steps=Int(1),
+    batch_size=Int(1),
+    learning_rate=Float(0, low_open=True),
+    optimizer=OneOf(*OPTIMIZERS),
+    estimator=OneOf("darn", "reinforce"),
+    eval_every=Int(1),
+    patience=Maybe(Int(1)),
+    sparsity_target=Maybe(Float(0, 1, low_open=True, high_open=True)),
+    sparsity_weight=Float(0),
+    valid_samples=Int(1),
+    seed=Int(0),
+    progress=Bool(),
+    log_every=Int(1),
+    checkpoint_every=Int(1),
+)
+def train_darn(
+    model: DARN,
+    x_train,
+    *,
+    steps: int,
+    batch_size: int = 100,
+    learning_rate: float = 1e-3,
+    optimizer: str = "adam",
+    estimator: str = "darn",
+    x_valid=None,
+    eval_every: int = 5000,
+    patience: int | None = None,
+    sparsity_target: float | None = None,
+    sparsity_weight: float = 0.0,
+    valid_samples: int = 1,
+    seed: int = 0,
+    progress: bool = True,
+    log_every: int = 100,
+    checkpoint_dir=None,
+    checkpoint_every: int = 1000,
+):
     """Minimise the description length of x_train (Sections 4-5); returns (model, history).
 
     estimator: "darn" (Appendix A) or "reinforce" (learned baseline). With x_valid, the validation
-    description length is measured every eval_every steps (the mean over valid_samples codes per row,
-    always with the same key) and the best parameters are returned (patience: stop after that many
-    measurements without improvement).
+    description length is measured every eval_every steps (the mean over valid_samples codes per
+    row, always with the same key) and the best parameters are returned (patience: stop after that
+    many measurements without improvement).
     sparsity_target, sparsity_weight: the fDARN penalty (Section 9; estimator "darn" only).
     checkpoint_dir, checkpoint_every: checkpoint there and resume from it (see fit_with_validation).
     """
     x_train = model.check_x(x_train, "x_train")
     if not (isinstance(valid_samples, int) and valid_samples >= 1):
         raise ValueError(f"valid_samples must be a positive integer, got {valid_samples!r}")
-    if sparsity_weight and not (sparsity_target is not None and 0 < sparsity_target < 1 and estimator == "darn"):
-        raise ValueError("a sparsity penalty needs sparsity_target in (0, 1) and estimator 'darn', got "
-                         f"sparsity_target={sparsity_target!r}, estimator={estimator!r}")
-    losses = {"darn": partial(darn_loss, sparsity_target=sparsity_target, sparsity_weight=sparsity_weight),
-              "reinforce": reinforce_loss}
+    if sparsity_weight and not (
+        sparsity_target is not None and 0 < sparsity_target < 1 and estimator == "darn"
+    ):
+        raise ValueError(
+            "a sparsity penalty needs sparsity_target in (0, 1) and estimator 'darn', got "
+            f"sparsity_target={sparsity_target!r}, estimator={estimator!r}"
+        )
+    losses = {
+        "darn": partial(
+            darn_loss, sparsity_target=sparsity_target, sparsity_weight=sparsity_weight
+        ),
+        "reinforce": reinforce_loss,
+    }
     if estimator not in losses:
         raise ValueError(f"estimator must be one of {sorted(losses)}, got {estimator!r}")
     target = model if estimator == "darn" else Reinforce(model, rngs=nnx.Rngs(seed))
@@ -589,19 +819,37 @@ def train_darn(model: DARN, x_train, *, steps: int, batch_size: int = 100, learn
     valid_fn = None
     if x_valid is not None:
         x_valid = model.check_x(x_valid, "x_valid")
-        valid_fn = lambda m: mean_description_length(unwrap(m), x_valid, jax.random.key(seed + 1),  # noqa: E731
-                                                     num_samples=valid_samples)
-    trained, history = fit_with_validation(target, losses[estimator], x_train, steps=steps, batch_size=batch_size,
-                                           learning_rate=learning_rate, optimizer=optimizer, valid_fn=valid_fn,
-                                           eval_every=eval_every, patience=patience, seed=seed, progress=progress,
-                                           log_every=log_every, desc=f"DARN ({estimator})",
-                                           checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
+        valid_fn = lambda m: mean_description_length(
+            unwrap(m),
+            x_valid,
+            jax.random.key(seed + 1),  # noqa: E731
+            num_samples=valid_samples,
+        )
+    trained, history = fit_with_validation(
+        target,
+        losses[estimator],
+        x_train,
+        steps=steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+        valid_fn=valid_fn,
+        eval_every=eval_every,
+        patience=patience,
+        seed=seed,
+        progress=progress,
+        log_every=log_every,
+        desc=f"DARN ({estimator})",
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+    )
     return unwrap(trained), history
 
 
 # %% book/darn.md
 class MixtureOfBernoullis(nnx.Module):
-    """p(x) = sum_k pi_k prod_j Bernoulli(x_j | mu_kj), fitted by `fit_mixture_of_bernoullis` (EM, Section 8)."""
+    """p(x) = sum_k pi_k prod_j Bernoulli(x_j | mu_kj), fitted by `fit_mixture_of_bernoullis` (EM,
+    Section 8)."""
 
     @checks(log_weights=Array(ndim=1), logits=Array(ndim=2))
     def __init__(self, log_weights, logits):
@@ -616,8 +864,12 @@ class MixtureOfBernoullis(nnx.Module):
         """Exact log p(x) (N,), in batches of rows."""
         x = check_array(x, "x", binary=True, shape=(None, self.logits.shape[1]))
         x = jnp.asarray(x, self.logits[...].dtype)
-        return jnp.concatenate([_mixture_log_prob(self.log_weights[...], self.logits[...], x[i:i + batch])
-                                for i in range(0, x.shape[0], batch)])
+        return jnp.concatenate(
+            [
+                _mixture_log_prob(self.log_weights[...], self.logits[...], x[i : i + batch])
+                for i in range(0, x.shape[0], batch)
+            ]
+        )
 
 
 def _component_log_probs(log_weights, logits, x):
@@ -629,16 +881,32 @@ def _mixture_log_prob(log_weights, logits, x):
     return jax.scipy.special.logsumexp(_component_log_probs(log_weights, logits, x), -1)
 
 
-@checks(num_components=Int(1), max_iterations=Int(1), alpha=Float(0, low_open=True), tol=Float(0),
-        seed=Int(0), batch=Int(1))
-def fit_mixture_of_bernoullis(x_train, num_components: int, *, x_valid=None, max_iterations: int = 200,
-                              alpha: float = 1.0, tol: float = 1e-3, seed: int = 0, batch: int = 5000,
-                              dtype=jnp.float32) -> tuple:
-    """EM for a mixture of Bernoullis (Section 8); returns (model, history of train/valid log-likelihoods).
+@checks(
+    num_components=Int(1),
+    max_iterations=Int(1),
+    alpha=Float(0, low_open=True),
+    tol=Float(0),
+    seed=Int(0),
+    batch=Int(1),
+)
+def fit_mixture_of_bernoullis(
+    x_train,
+    num_components: int,
+    *,
+    x_valid=None,
+    max_iterations: int = 200,
+    alpha: float = 1.0,
+    tol: float = 1e-3,
+    seed: int = 0,
+    batch: int = 5000,
+    dtype=jnp.float32,
+) -> tuple:
+    """EM for a mixture of Bernoullis (Section 8); returns (model, history of train/valid
+    log-likelihoods).
 
-    Stops after max_iterations, when the training log-likelihood gains less than tol nats per example,
-    or (with x_valid) when the validation log-likelihood falls; returns the parameters of the best
-    validation iteration.
+    Stops after max_iterations, when the training log-likelihood gains less than tol nats per
+    example, or (with x_valid) when the validation log-likelihood falls; returns the parameters of
+    the best validation iteration.
     """
     x = jnp.asarray(check_array(x_train, "x_train", binary=True, ndim=2), dtype)
     if not 1 <= num_components:
@@ -662,9 +930,11 @@ def fit_mixture_of_bernoullis(x_train, num_components: int, *, x_valid=None, max
     for _ in range(max_iterations):
         ll, Nk, Sx = 0.0, 0.0, 0.0
         for i in range(0, N, batch):
-            a, b, c = statistics(model.log_weights[...], model.logits[...], x[i:i + batch])
+            a, b, c = statistics(model.log_weights[...], model.logits[...], x[i : i + batch])
             ll, Nk, Sx = ll + a, Nk + b, Sx + c
-        history["train"].append(float(ll) / N)  # log-likelihood of the parameters before this M-step
+        history["train"].append(
+            float(ll) / N
+        )  # log-likelihood of the parameters before this M-step
         mu = (Sx + alpha) / (Nk[:, None] + 2 * alpha)
         model.log_weights[...] = jnp.log(Nk + 1e-10) - jnp.log(N + K * 1e-10)
         model.logits[...] = jnp.log(mu) - jnp.log1p(-mu)
@@ -683,29 +953,40 @@ def fit_mixture_of_bernoullis(x_train, num_components: int, *, x_valid=None, max
 
 # %% book/darn.md
 class NADE(nnx.Module):
-    """NADE (Larochelle & Murray 2011): p(x_j = 1 | x_<j) = sigmoid(b_j + V_j . sigmoid(c + W[:, :j] x_<j)) (Section 8)."""
+    """NADE (Larochelle & Murray 2011): p(x_j = 1 | x_<j) = sigmoid(b_j + V_j . sigmoid(c + W[:, :j]
+    x_<j)) (Section 8)."""
 
     @checks(n_visible=Int(1), n_hidden=Int(1))
     def __init__(self, n_visible: int, n_hidden: int, *, rngs: nnx.Rngs, dtype=jnp.float32):
-        self.W = nnx.Param(0.01 * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype))  # row i: W[:, i]
+        self.W = nnx.Param(
+            0.01 * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype)
+        )  # row i: W[:, i]
         self.V = nnx.Param(0.01 * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype))
         self.b = nnx.Param(jnp.zeros((n_visible,), dtype))
         self.c = nnx.Param(jnp.zeros((n_hidden,), dtype))
 
     def logits(self, x, *, block: int = 8):
-        """All D conditional logits of x (..., D): the running sum over the pixels, `block` pixels at a time."""
+        """All D conditional logits of x (..., D): the running sum over the pixels, `block` pixels
+        at a time."""
         if not (isinstance(block, int) and block >= 1):
             raise ValueError(f"block must be a positive integer, got {block!r}")
         W, V = self.W[...], self.V[...]
         D, H = W.shape
         n = -(-D // block)
         pad = n * block - D  # zero pixels and weights at the end change no logit
-        xb = jnp.moveaxis(jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]).reshape(*x.shape[:-1], n, block), -2, 0)
+        xb = jnp.moveaxis(
+            jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]).reshape(*x.shape[:-1], n, block), -2, 0
+        )
         Wb, Vb = (jnp.pad(a, ((0, pad), (0, 0))).reshape(n, block, H) for a in (W, V))
-        strict = jnp.tril(jnp.ones((block, block), W.dtype), -1)  # pixel j of a block sees pixels i < j of it
+        strict = jnp.tril(
+            jnp.ones((block, block), W.dtype), -1
+        )  # pixel j of a block sees pixels i < j of it
 
-        @jax.checkpoint  # recompute a block's (..., block, H) activations in the backward pass, not store them
-        def one_block(total, inputs):  # total: c + the sum of x_i W_i over the pixels of the earlier blocks
+        # recompute a block's (..., block, H) activations in the backward pass, not store them
+        @jax.checkpoint
+        def one_block(
+            total, inputs
+        ):  # total: c + the sum of x_i W_i over the pixels of the earlier blocks
             xk, Wk, Vk = inputs
             pre = total[..., None, :] + jnp.einsum("ji,...i,ih->...jh", strict, xk, Wk)
             return total + xk @ Wk, jnp.sum(jax.nn.sigmoid(pre) * Vk, -1)
@@ -726,21 +1007,30 @@ def likelihood_loss(model, x, key):
 
 @checks(model=Instance(nnx.Module), steps=Int(1))
 def train_likelihood(model: nnx.Module, x_train, *, steps: int, x_valid=None, **kwargs):
-    """Maximum likelihood for FVSBN (an AutoregressiveBernoulli) or NADE, with early stopping (Section 8)."""
+    """Maximum likelihood for FVSBN (an AutoregressiveBernoulli) or NADE, with early stopping
+    (Section 8)."""
     x_train = jnp.asarray(check_array(x_train, "x_train", binary=True, ndim=2), jnp.float32)
     valid_fn = None
     if x_valid is not None:
         x_valid = jnp.asarray(check_array(x_valid, "x_valid", binary=True, ndim=2), jnp.float32)
         valid_fn = jax.jit(lambda m: -jnp.mean(m.log_prob(x_valid)))
-    return fit_with_validation(model, likelihood_loss, x_train, steps=steps, valid_fn=valid_fn,
-                               desc=type(model).__name__, **kwargs)
+    return fit_with_validation(
+        model,
+        likelihood_loss,
+        x_train,
+        steps=steps,
+        valid_fn=valid_fn,
+        desc=type(model).__name__,
+        **kwargs,
+    )
 
 
 # %% book/darn.md
 @checks(model=Instance(DARN), key=Key(), num=Int(1))
 def sampling_cost(model: DARN, key, num: int = 1000) -> dict:
-    """Weights read by ancestral sampling (Section 9): {"dense": all of them, "sparse": the mean over
-    `num` samples when only the columns of active binary units are read, "active": mean active units}."""
+    """Weights read by ancestral sampling (Section 9): {"dense": all of them, "sparse": the mean
+    over `num` samples when only the columns of active binary units are read, "active": mean active
+    units}."""
     x, hs = model.sample(key, num)
     h = [np.asarray(x), *map(np.asarray, hs)]
     L = len(hs)
@@ -752,47 +1042,104 @@ def sampling_cost(model: DARN, key, num: int = 1000) -> dict:
     dense, sparse = lateral(h[L])
     for l in range(L - 1, -1, -1):
         block = model.decoder[l]
-        inputs = np.concatenate(h[l + 1:], 1) if model.skip_connections else h[l + 1]
-        n_in, width = inputs.shape[1], (block.hidden.out_features if block.hidden is not None else None)
+        inputs = np.concatenate(h[l + 1 :], 1) if model.skip_connections else h[l + 1]
+        n_in, width = (
+            inputs.shape[1],
+            (block.hidden.out_features if block.hidden is not None else None),
+        )
         n_out = h[l].shape[1]
         active = float(np.mean(inputs.sum(1)))
         if width is None:  # binary inputs straight into the logits
             dense, sparse = dense + n_in * n_out, sparse + active * n_out
         else:  # binary inputs into the tanh layer, then a dense product
-            dense, sparse = dense + n_in * width + width * n_out, sparse + active * width + width * n_out
+            dense, sparse = (
+                dense + n_in * width + width * n_out,
+                sparse + active * width + width * n_out,
+            )
         if block.out.autoregressive:
             d, s_ = lateral(h[l])
             dense, sparse = dense + d, sparse + s_
-    return {"dense": int(dense), "sparse": sparse, "active": float(np.mean(sum(v.sum(1) for v in h[1:])))}
+    return {
+        "dense": int(dense),
+        "sparse": sparse,
+        "active": float(np.mean(sum(v.sum(1) for v in h[1:]))),
+    }
 
 
 # %% book/darn.md
-UCI_TABLE1 = {  # test log-likelihood, nats (Table 1 of the paper): MoB, RBM, FVSBN, NADE, EoNADE, DARN
-    "dna": {"MoB": -98.19, "RBM": -96.74, "FVSBN": -83.64, "NADE": -84.81, "EoNADE": -82.31, "DARN": -81.04},
-    "mushrooms": {"MoB": -14.46, "RBM": -15.15, "FVSBN": -10.27, "NADE": -9.81, "EoNADE": -9.68, "DARN": -9.55},
-    "nips": {"MoB": -290.02, "RBM": -277.37, "FVSBN": -276.88, "NADE": -273.08, "EoNADE": -272.38, "DARN": -274.68},
+# test log-likelihood, nats (Table 1 of the paper): MoB, RBM, FVSBN, NADE, EoNADE, DARN
+UCI_TABLE1 = {
+    "dna": {
+        "MoB": -98.19,
+        "RBM": -96.74,
+        "FVSBN": -83.64,
+        "NADE": -84.81,
+        "EoNADE": -82.31,
+        "DARN": -81.04,
+    },
+    "mushrooms": {
+        "MoB": -14.46,
+        "RBM": -15.15,
+        "FVSBN": -10.27,
+        "NADE": -9.81,
+        "EoNADE": -9.68,
+        "DARN": -9.55,
+    },
+    "nips": {
+        "MoB": -290.02,
+        "RBM": -277.37,
+        "FVSBN": -276.88,
+        "NADE": -273.08,
+        "EoNADE": -272.38,
+        "DARN": -274.68,
+    },
 }
 
 
 @_experiment(
-    "darn-uci", chapter="darn",
-    book={"datasets": ["dna"], "darn_hidden": [16], "darn_deterministic": [100], "learning_rates": [1e-3],
-          "components": [16, 32], "nade_hidden": [100], "epochs": 150, "eval_epochs": 25, "patience": 5,
-          "valid_samples": 10, "is_samples": 1000, "is_repeats": 10, "seed": 0},
-    paper={"datasets": ["dna", "mushrooms", "nips"], "darn_hidden": [8, 12, 16, 32, 64, 128, 256],
-           "darn_deterministic": [100, 300, 500], "learning_rates": [1e-3, 2.5e-4],
-           "components": [8, 16, 32, 64, 128, 256, 512], "nade_hidden": [100, 500], "epochs": 1000,
-           "eval_epochs": 10, "patience": 10, "valid_samples": 10, "is_samples": 1000, "is_repeats": 10, "seed": 0},
+    "darn-uci",
+    chapter="darn",
+    book={
+        "datasets": ["dna"],
+        "darn_hidden": [16],
+        "darn_deterministic": [100],
+        "learning_rates": [1e-3],
+        "components": [16, 32],
+        "nade_hidden": [100],
+        "epochs": 150,
+        "eval_epochs": 25,
+        "patience": 5,
+        "valid_samples": 10,
+        "is_samples": 1000,
+        "is_repeats": 10,
+        "seed": 0,
+    },
+    paper={
+        "datasets": ["dna", "mushrooms", "nips"],
+        "darn_hidden": [8, 12, 16, 32, 64, 128, 256],
+        "darn_deterministic": [100, 300, 500],
+        "learning_rates": [1e-3, 2.5e-4],
+        "components": [8, 16, 32, 64, 128, 256, 512],
+        "nade_hidden": [100, 500],
+        "epochs": 1000,
+        "eval_epochs": 10,
+        "patience": 10,
+        "valid_samples": 10,
+        "is_samples": 1000,
+        "is_repeats": 10,
+        "seed": 0,
+    },
 )
 def run_darn_uci(config: dict) -> list:
     """Table 1 on dna / mushrooms / nips: MoB (EM), FVSBN, NADE and DARN (AR visibles), test log p.
 
-    Every setting of every model is a unit (`run_unit`: a resumed run skips the finished ones). One row
-    per dataset and model: the setting with the best validation score (log p for MoB, FVSBN and NADE;
-    the description length for DARN, as in the paper), with every setting tried under "grid". The
-    selected DARN is trained again (training is deterministic for a seed: "valid_bound_retrained"
-    repeats "valid_bound") and its test log p computed: exact for n_h <= 16, otherwise eq. darn-is with
-    is_samples codes per image, repeated is_repeats times (mean and 95% interval).
+    Every setting of every model is a unit (`run_unit`: a resumed run skips the finished ones). One
+    row per dataset and model: the setting with the best validation score (log p for MoB, FVSBN and
+    NADE; the description length for DARN, as in the paper), with every setting tried under "grid".
+    The selected DARN is trained again (training is deterministic for a seed:
+    "valid_bound_retrained" repeats "valid_bound") and its test log p computed: exact for n_h <= 16,
+    otherwise eq. darn-is with is_samples codes per image, repeated is_repeats times (mean and 95%
+    interval).
     """
     import time
 
@@ -807,53 +1154,99 @@ def run_darn_uci(config: dict) -> list:
         x_valid, x_test = jnp.asarray(data.valid, jnp.float32), jnp.asarray(data.test, jnp.float32)
 
         def train_args(lr):
-            return dict(steps=config["epochs"] * per_epoch, eval_every=config["eval_epochs"] * per_epoch,
-                        patience=config["patience"], learning_rate=lr, seed=config["seed"], progress=False)
+            return dict(
+                steps=config["epochs"] * per_epoch,
+                eval_every=config["eval_epochs"] * per_epoch,
+                patience=config["patience"],
+                learning_rate=lr,
+                seed=config["seed"],
+                progress=False,
+            )
 
         def epochs(hist):
-            return {"best_epoch": int(hist["best_step"]) // per_epoch,
-                    "epochs_run": int(hist["valid_step"][-1]) // per_epoch if len(hist["valid_step"]) else 0}
+            return {
+                "best_epoch": int(hist["best_step"]) // per_epoch,
+                "epochs_run": int(hist["valid_step"][-1]) // per_epoch
+                if len(hist["valid_step"])
+                else 0,
+            }
 
         def mob_unit(K, _):
             began = time.perf_counter()
-            mob, hist = fit_mixture_of_bernoullis(data.train, K, x_valid=data.valid, seed=config["seed"])
-            return {"components": K, "iterations": len(hist["train"]),
-                    "valid_log_prob": float(jnp.mean(mob.log_prob(x_valid))),
-                    "test_log_prob": float(jnp.mean(mob.log_prob(x_test))),
-                    "train_seconds": round(time.perf_counter() - began, 1)}
+            mob, hist = fit_mixture_of_bernoullis(
+                data.train, K, x_valid=data.valid, seed=config["seed"]
+            )
+            return {
+                "components": K,
+                "iterations": len(hist["train"]),
+                "valid_log_prob": float(jnp.mean(mob.log_prob(x_valid))),
+                "test_log_prob": float(jnp.mean(mob.log_prob(x_test))),
+                "train_seconds": round(time.perf_counter() - began, 1),
+            }
 
         def likelihood_unit(make, setting, checkpoint_dir):
             began = time.perf_counter()
-            model, hist = train_likelihood(make(), data.train, x_valid=data.valid, checkpoint_dir=checkpoint_dir,
-                                           **train_args(setting["learning_rate"]))
-            return {**setting, **epochs(hist), "valid_log_prob": float(jnp.mean(model.log_prob(x_valid))),
-                    "test_log_prob": float(jnp.mean(model.log_prob(x_test))),
-                    "train_seconds": round(time.perf_counter() - began, 1)}
+            model, hist = train_likelihood(
+                make(),
+                data.train,
+                x_valid=data.valid,
+                checkpoint_dir=checkpoint_dir,
+                **train_args(setting["learning_rate"]),
+            )
+            return {
+                **setting,
+                **epochs(hist),
+                "valid_log_prob": float(jnp.mean(model.log_prob(x_valid))),
+                "test_log_prob": float(jnp.mean(model.log_prob(x_test))),
+                "train_seconds": round(time.perf_counter() - began, 1),
+            }
 
         def make_darn(nh, nd):
-            return init_visible_bias(DARN(D, nh, nd, autoregressive_visible=True, rngs=nnx.Rngs(config["seed"])),
-                                     data.train)
+            return init_visible_bias(
+                DARN(D, nh, nd, autoregressive_visible=True, rngs=nnx.Rngs(config["seed"])),
+                data.train,
+            )
 
         def train_darn_setting(setting, checkpoint_dir):
-            return train_darn(make_darn(setting["n_hidden"], setting["n_deterministic"]), data.train,
-                              x_valid=data.valid, valid_samples=config["valid_samples"], checkpoint_dir=checkpoint_dir,
-                              **train_args(setting["learning_rate"]))
+            return train_darn(
+                make_darn(setting["n_hidden"], setting["n_deterministic"]),
+                data.train,
+                x_valid=data.valid,
+                valid_samples=config["valid_samples"],
+                checkpoint_dir=checkpoint_dir,
+                **train_args(setting["learning_rate"]),
+            )
 
         def darn_unit(setting, checkpoint_dir):
             began = time.perf_counter()
             model, hist = train_darn_setting(setting, checkpoint_dir)
-            return {**setting, **epochs(hist), "valid_bound": float(np.min(hist["valid"])),
-                    "test_bound": mean_description_length(model, x_test, jax.random.key(1), num_samples=10),
-                    "train_seconds": round(time.perf_counter() - began, 1)}
+            return {
+                **setting,
+                **epochs(hist),
+                "valid_bound": float(np.min(hist["valid"])),
+                "test_bound": mean_description_length(
+                    model, x_test, jax.random.key(1), num_samples=10
+                ),
+                "train_seconds": round(time.perf_counter() - began, 1),
+            }
 
         def darn_test_unit(setting, checkpoint_dir):
             model, hist = train_darn_setting(setting, checkpoint_dir)
             out = {"valid_bound_retrained": float(np.min(hist["valid"]))}
             if setting["n_hidden"] <= 16:
-                return {**out, "test_log_prob": float(jnp.mean(exact_log_prob(model, x_test))), "method": "exact"}
+                return {
+                    **out,
+                    "test_log_prob": float(jnp.mean(exact_log_prob(model, x_test))),
+                    "method": "exact",
+                }
             S, R = config["is_samples"], config["is_repeats"]
             est = importance_estimate(model, x_test, jax.random.key(2), num_samples=S, repeats=R)
-            return {**out, "test_log_prob": est["mean"], "ci95": est["ci95"], "method": f"importance, S={S}, {R} repeats"}
+            return {
+                **out,
+                "test_log_prob": est["mean"],
+                "ci95": est["ci95"],
+                "method": f"importance, S={S}, {R} repeats",
+            }
 
         def kept(kind, grid, best):
             return {"dataset": name, "model": kind, **best, "grid": grid}
@@ -861,40 +1254,104 @@ def run_darn_uci(config: dict) -> list:
         grid = [run_unit(f"{name} MoB K={K}", partial(mob_unit, K)) for K in config["components"]]
         rows.append(kept("MoB", grid, max(grid, key=lambda r: r["valid_log_prob"])))
         for kind, make, settings in (
-                ("FVSBN", lambda s: AutoregressiveBernoulli(D, rngs=nnx.Rngs(config["seed"])),
-                 [{"learning_rate": lr} for lr in config["learning_rates"]]),
-                ("NADE", lambda s: NADE(D, s["n_hidden"], rngs=nnx.Rngs(config["seed"])),
-                 [{"n_hidden": H, "learning_rate": lr} for H in config["nade_hidden"] for lr in config["learning_rates"]])):
-            grid = [run_unit(f"{name} {kind} " + " ".join(f"{k}={v:g}" for k, v in s.items()),
-                             partial(likelihood_unit, partial(make, s), s)) for s in settings]
+            (
+                "FVSBN",
+                lambda s: AutoregressiveBernoulli(D, rngs=nnx.Rngs(config["seed"])),
+                [{"learning_rate": lr} for lr in config["learning_rates"]],
+            ),
+            (
+                "NADE",
+                lambda s: NADE(D, s["n_hidden"], rngs=nnx.Rngs(config["seed"])),
+                [
+                    {"n_hidden": H, "learning_rate": lr}
+                    for H in config["nade_hidden"]
+                    for lr in config["learning_rates"]
+                ],
+            ),
+        ):
+            grid = [
+                run_unit(
+                    f"{name} {kind} " + " ".join(f"{k}={v:g}" for k, v in s.items()),
+                    partial(likelihood_unit, partial(make, s), s),
+                )
+                for s in settings
+            ]
             rows.append(kept(kind, grid, max(grid, key=lambda r: r["valid_log_prob"])))
-        settings = [{"n_hidden": nh, "n_deterministic": nd, "learning_rate": lr} for nh in config["darn_hidden"]
-                    for nd in config["darn_deterministic"] for lr in config["learning_rates"]]
-        grid = [run_unit(f"{name} DARN nh={s['n_hidden']} nd={s['n_deterministic']} lr={s['learning_rate']:g}",
-                         partial(darn_unit, s)) for s in settings]
+        settings = [
+            {"n_hidden": nh, "n_deterministic": nd, "learning_rate": lr}
+            for nh in config["darn_hidden"]
+            for nd in config["darn_deterministic"]
+            for lr in config["learning_rates"]
+        ]
+        grid = [
+            run_unit(
+                f"{name} DARN nh={s['n_hidden']} nd={s['n_deterministic']} "
+                f"lr={s['learning_rate']:g}",
+                partial(darn_unit, s),
+            )
+            for s in settings
+        ]
         best = min(grid, key=lambda r: r["valid_bound"])
         setting = {k: best[k] for k in ("n_hidden", "n_deterministic", "learning_rate")}
-        rows.append(kept("DARN", grid, {**best, **run_unit(f"{name} DARN selected", partial(darn_test_unit, setting))}))
+        rows.append(
+            kept(
+                "DARN",
+                grid,
+                {**best, **run_unit(f"{name} DARN selected", partial(darn_test_unit, setting))},
+            )
+        )
     return rows
 
 
 # %% book/darn.md
 @_experiment(
-    "darn-mnist", chapter="darn",
-    book={"n_hidden": [9], "n_deterministic": 100, "steps": 2000, "eval_every": 1000, "learning_rate": 1e-3,
-          "optimizer": "adam", "bound_samples": 10, "is_samples": 100, "is_repeats": 2, "seed": 0,
-          "mixture_components": [16], "mixture_iterations": 200, "patience": 5, "fdarn_hidden": [],
-          "sparsity_target": 0.05, "sparsity_weight": 1.0, "deep": []},
-    paper={"n_hidden": [9, 10, 16], "n_deterministic": 100, "steps": 300_000, "eval_every": 10_000,
-           "learning_rate": 1e-3, "optimizer": "adam", "bound_samples": 10, "is_samples": 1000, "is_repeats": 10,
-           "seed": 0, "mixture_components": [512, 1024, 65536], "mixture_iterations": 200, "patience": 10,
-           "fdarn_hidden": [400], "sparsity_target": 0.05, "sparsity_weight": 1.0, "deep": [[12, 80, 400]]},
+    "darn-mnist",
+    chapter="darn",
+    book={
+        "n_hidden": [9],
+        "n_deterministic": 100,
+        "steps": 2000,
+        "eval_every": 1000,
+        "learning_rate": 1e-3,
+        "optimizer": "adam",
+        "bound_samples": 10,
+        "is_samples": 100,
+        "is_repeats": 2,
+        "seed": 0,
+        "mixture_components": [16],
+        "mixture_iterations": 200,
+        "patience": 5,
+        "fdarn_hidden": [],
+        "sparsity_target": 0.05,
+        "sparsity_weight": 1.0,
+        "deep": [],
+    },
+    paper={
+        "n_hidden": [9, 10, 16],
+        "n_deterministic": 100,
+        "steps": 300_000,
+        "eval_every": 10_000,
+        "learning_rate": 1e-3,
+        "optimizer": "adam",
+        "bound_samples": 10,
+        "is_samples": 1000,
+        "is_repeats": 10,
+        "seed": 0,
+        "mixture_components": [512, 1024, 65536],
+        "mixture_iterations": 200,
+        "patience": 10,
+        "fdarn_hidden": [400],
+        "sparsity_target": 0.05,
+        "sparsity_weight": 1.0,
+        "deep": [[12, 80, 400]],
+    },
 )
 def run_darn_mnist(config: dict) -> list:
-    """Binarised MNIST (Table 2): DARN with one stochastic layer, exact (n_h <= 16) or importance-sampled
-    test log p; mixtures of Bernoullis with K = 2^n_h components (EM, early stopping); fDARN (no tanh
-    layer, the sparsity penalty; weights read per sample, eq. 16's estimate); deep DARNs [layers, width,
-    tanh units] with skip connections (bound only, as in the paper)."""
+    """Binarised MNIST (Table 2): DARN with one stochastic layer, exact (n_h <= 16) or
+    importance-sampled test log p; mixtures of Bernoullis with K = 2^n_h components (EM, early
+    stopping); fDARN (no tanh layer, the sparsity penalty; weights read per sample, eq. 16's
+    estimate); deep DARNs [layers, width, tanh units] with skip connections (bound only, as in the
+    paper)."""
     import time
 
     from lib.data import load_binarized_mnist
@@ -905,36 +1362,75 @@ def run_darn_mnist(config: dict) -> list:
 
     def mob_unit(K, _):
         began = time.perf_counter()
-        mob, hist = fit_mixture_of_bernoullis(data.train, K, x_valid=data.valid, seed=config["seed"],
-                                              batch=max(100, 2 ** 24 // K),
-                                              max_iterations=config["mixture_iterations"])
-        return {"model": "MoB", "components": K, "iterations": len(hist["train"]),
-                "train_seconds": round(time.perf_counter() - began, 1), "valid_curve": hist["valid"],
-                "test_log_prob": float(jnp.mean(mob.log_prob(data.test, batch=max(100, 2 ** 24 // K)))),
-                "method": "exact"}
+        mob, hist = fit_mixture_of_bernoullis(
+            data.train,
+            K,
+            x_valid=data.valid,
+            seed=config["seed"],
+            batch=max(100, 2**24 // K),
+            max_iterations=config["mixture_iterations"],
+        )
+        return {
+            "model": "MoB",
+            "components": K,
+            "iterations": len(hist["train"]),
+            "train_seconds": round(time.perf_counter() - began, 1),
+            "valid_curve": hist["valid"],
+            "test_log_prob": float(jnp.mean(mob.log_prob(data.test, batch=max(100, 2**24 // K)))),
+            "method": "exact",
+        }
 
     def trained_row(model, kind, checkpoint_dir, **train_kwargs):
         began = time.perf_counter()
-        model, hist = train_darn(model, data.train, steps=config["steps"], learning_rate=config["learning_rate"],
-                                 optimizer=config["optimizer"], x_valid=data.valid, eval_every=config["eval_every"],
-                                 patience=config["patience"], seed=config["seed"], progress=False,
-                                 checkpoint_dir=checkpoint_dir, **train_kwargs)
-        row = {"model": kind, "n_hidden": sum(model.sizes[1:]), "layers": len(model.sizes) - 1,
-               "n_deterministic": model.decoder[0].hidden.out_features if model.decoder[0].hidden else 0,
-               "steps": config["steps"], "best_step": int(hist["best_step"]),
-               "train_seconds": round(time.perf_counter() - began, 1),
-               "valid_curve": [[int(s), float(v)] for s, v in zip(hist["valid_step"], hist["valid"])],
-               "test_bound": mean_description_length(model, data.test, jax.random.key(1),
-                                                     num_samples=config["bound_samples"])}
+        model, hist = train_darn(
+            model,
+            data.train,
+            steps=config["steps"],
+            learning_rate=config["learning_rate"],
+            optimizer=config["optimizer"],
+            x_valid=data.valid,
+            eval_every=config["eval_every"],
+            patience=config["patience"],
+            seed=config["seed"],
+            progress=False,
+            checkpoint_dir=checkpoint_dir,
+            **train_kwargs,
+        )
+        row = {
+            "model": kind,
+            "n_hidden": sum(model.sizes[1:]),
+            "layers": len(model.sizes) - 1,
+            "n_deterministic": model.decoder[0].hidden.out_features
+            if model.decoder[0].hidden
+            else 0,
+            "steps": config["steps"],
+            "best_step": int(hist["best_step"]),
+            "train_seconds": round(time.perf_counter() - began, 1),
+            "valid_curve": [[int(s), float(v)] for s, v in zip(hist["valid_step"], hist["valid"])],
+            "test_bound": mean_description_length(
+                model, data.test, jax.random.key(1), num_samples=config["bound_samples"]
+            ),
+        }
         return model, row
 
     def add_log_prob(model, row):
         if row["n_hidden"] <= 16:
-            row.update(test_log_prob=float(jnp.mean(exact_log_prob(model, data.test))), method="exact")
+            row.update(
+                test_log_prob=float(jnp.mean(exact_log_prob(model, data.test))), method="exact"
+            )
         else:
-            est = importance_estimate(model, data.test, jax.random.key(2), num_samples=config["is_samples"],
-                                      repeats=config["is_repeats"])
-            row.update(test_log_prob=est["mean"], ci95=est["ci95"], method=f"importance, S={config['is_samples']}")
+            est = importance_estimate(
+                model,
+                data.test,
+                jax.random.key(2),
+                num_samples=config["is_samples"],
+                repeats=config["is_repeats"],
+            )
+            row.update(
+                test_log_prob=est["mean"],
+                ci95=est["ci95"],
+                method=f"importance, S={config['is_samples']}",
+            )
         return row
 
     def darn_unit(nh, checkpoint_dir):
@@ -944,24 +1440,38 @@ def run_darn_mnist(config: dict) -> list:
 
     def fdarn_unit(nh, checkpoint_dir):
         model = init_visible_bias(DARN(784, nh, 0, rngs=nnx.Rngs(config["seed"])), data.train)
-        model, row = trained_row(model, "fDARN", checkpoint_dir, sparsity_target=config["sparsity_target"],
-                                 sparsity_weight=config["sparsity_weight"])
+        model, row = trained_row(
+            model,
+            "fDARN",
+            checkpoint_dir,
+            sparsity_target=config["sparsity_target"],
+            sparsity_weight=config["sparsity_weight"],
+        )
         (h,), _ = model.encode(jnp.asarray(data.test, model.dtype), jax.random.key(3))
         cost = sampling_cost(model, jax.random.key(4))
-        row.update(sparsity_target=config["sparsity_target"], sparsity_weight=config["sparsity_weight"],
-                   test_activity=float(jnp.mean(h)), weights_read=cost["sparse"], weights_dense=cost["dense"],
-                   active_per_sample=cost["active"])
+        row.update(
+            sparsity_target=config["sparsity_target"],
+            sparsity_weight=config["sparsity_weight"],
+            test_activity=float(jnp.mean(h)),
+            weights_read=cost["sparse"],
+            weights_dense=cost["dense"],
+            active_per_sample=cost["active"],
+        )
         return add_log_prob(model, row)
 
     def deep_unit(layers, width, nd, checkpoint_dir):
-        model = init_visible_bias(DARN(784, [width] * layers, nd, skip_connections=True,
-                                       rngs=nnx.Rngs(config["seed"])), data.train)
+        model = init_visible_bias(
+            DARN(784, [width] * layers, nd, skip_connections=True, rngs=nnx.Rngs(config["seed"])),
+            data.train,
+        )
         return trained_row(model, "deep DARN", checkpoint_dir)[1]
 
     rows += [run_unit(f"MoB K={K}", partial(mob_unit, K)) for K in config["mixture_components"]]
     rows += [run_unit(f"DARN nh={nh}", partial(darn_unit, nh)) for nh in config["n_hidden"]]
     rows += [run_unit(f"fDARN nh={nh}", partial(fdarn_unit, nh)) for nh in config["fdarn_hidden"]]
-    rows += [run_unit(f"deep DARN {L}x{w}", partial(deep_unit, L, w, nd)) for L, w, nd in config["deep"]]
+    rows += [
+        run_unit(f"deep DARN {L}x{w}", partial(deep_unit, L, w, nd)) for L, w, nd in config["deep"]
+    ]
     return rows
 
 
@@ -1093,7 +1603,8 @@ CLAIMS = [
             (
                 "dna",
                 "DARN",
-                "DARN is short of the paper's value; the grid of n_h, widths, rates does not explain it",
+                "DARN is short of the paper's value; the grid of n_h, widths, rates does not "
+                "explain it",
             ),
             ("mushrooms", "MoB", ""),
             ("mushrooms", "FVSBN", ""),
@@ -1127,38 +1638,38 @@ CLAIMS = [
 
 
 __all__ = [
-    'AutoregressiveBernoulli',
-    'CLAIMS',
-    'ConditionalBernoulli',
-    'DARN',
-    'MixtureOfBernoullis',
-    'NADE',
-    'OPTIMIZERS',
-    'Reinforce',
-    'UCI_TABLE1',
-    'all_binary',
-    'bernoulli_log_prob',
-    'binary_sample',
-    'chunked_logsumexp',
-    'darn_loss',
-    'enumerate_codes',
-    'exact_log_prob',
-    'expected_description_length',
-    'fit_mixture_of_bernoullis',
-    'fit_with_validation',
-    'importance_estimate',
-    'importance_log_prob',
-    'init_visible_bias',
-    'likelihood_loss',
-    'mean_description_length',
-    'reinforce_loss',
-    'reinforce_surrogate',
-    'run_darn_mnist',
-    'run_darn_uci',
-    'sampling_cost',
-    'sparsity_penalty',
-    'split_layers',
-    'strictly_lower',
-    'train_darn',
-    'train_likelihood',
+    "AutoregressiveBernoulli",
+    "CLAIMS",
+    "ConditionalBernoulli",
+    "DARN",
+    "MixtureOfBernoullis",
+    "NADE",
+    "OPTIMIZERS",
+    "Reinforce",
+    "UCI_TABLE1",
+    "all_binary",
+    "bernoulli_log_prob",
+    "binary_sample",
+    "chunked_logsumexp",
+    "darn_loss",
+    "enumerate_codes",
+    "exact_log_prob",
+    "expected_description_length",
+    "fit_mixture_of_bernoullis",
+    "fit_with_validation",
+    "importance_estimate",
+    "importance_log_prob",
+    "init_visible_bias",
+    "likelihood_loss",
+    "mean_description_length",
+    "reinforce_loss",
+    "reinforce_surrogate",
+    "run_darn_mnist",
+    "run_darn_uci",
+    "sampling_cost",
+    "sparsity_penalty",
+    "split_layers",
+    "strictly_lower",
+    "train_darn",
+    "train_likelihood",
 ]

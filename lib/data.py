@@ -40,17 +40,23 @@ def data_home(data_dir: str | os.PathLike | None = None) -> tuple[Path, str]:
     """
     if data_dir is not None:
         if not isinstance(data_dir, (str, os.PathLike)):
-            raise TypeError("data_dir must be a path (str or os.PathLike), got "
-                            f"{type(data_dir).__name__}")
+            raise TypeError(
+                f"data_dir must be a path (str or os.PathLike), got {type(data_dir).__name__}"
+            )
         if str(data_dir).strip() == "":
-            raise ValueError("data_dir must name a directory, got '' "
-                             "(None: LIB_DATA_DIR or the cache)")
+            raise ValueError(
+                "data_dir must name a directory, got '' (None: LIB_DATA_DIR or the cache)"
+            )
         return Path(data_dir).expanduser().resolve(), "the argument data_dir"
     if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR]).expanduser().resolve(), f"the environment variable {ENV_VAR}"
+        return Path(
+            os.environ[ENV_VAR]
+        ).expanduser().resolve(), f"the environment variable {ENV_VAR}"
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir("rederived")), "the per-user cache (set LIB_DATA_DIR or data_dir to change it)"
+    return Path(
+        platformdirs.user_cache_dir("rederived")
+    ), "the per-user cache (set LIB_DATA_DIR or data_dir to change it)"
 
 
 # %% book/data.md
@@ -64,12 +70,16 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     except (OSError, EOFError, gzip.BadGzipFile) as err:
-        raise DatasetCorruptError(f"{path}: not a readable gzip file ({err}); delete it to download it again") from err
+        raise DatasetCorruptError(
+            f"{path}: not a readable gzip file ({err}); delete it to download it again"
+        ) from err
     if len(raw) < 4 or raw[0:2] != b"\x00\x00":
         raise DatasetCorruptError(f"{path}: not an IDX file (bad magic number)")
     dtype_code, ndim = raw[2], raw[3]
     if dtype_code != 0x08:
-        raise DatasetCorruptError(f"{path}: IDX type code {dtype_code:#04x}, expected 0x08 (unsigned byte)")
+        raise DatasetCorruptError(
+            f"{path}: IDX type code {dtype_code:#04x}, expected 0x08 (unsigned byte)"
+        )
     header = 4 + 4 * ndim
     if len(raw) < header:
         raise DatasetCorruptError(f"{path}: truncated IDX header")
@@ -77,7 +87,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     size = int(np.prod(shape))
     if len(raw) - header != size:
         raise DatasetCorruptError(
-            f"{path}: IDX header declares shape {shape} ({size} bytes) but the file holds {len(raw) - header}"
+            f"{path}: IDX header declares shape {shape} ({size} bytes) but the file holds "
+            f"{len(raw) - header}"
         )
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
@@ -100,7 +111,9 @@ def read_amat(path: str | os.PathLike, n_columns: int | None = None) -> np.ndarr
         raise DatasetCorruptError(f"{path}: not a text matrix ({err})") from err
     if n_columns is not None:
         if values.shape[1] < n_columns:
-            raise DatasetCorruptError(f"{path}: {values.shape[1]} columns, expected at least {n_columns}")
+            raise DatasetCorruptError(
+                f"{path}: {values.shape[1]} columns, expected at least {n_columns}"
+            )
         values = values[:, :n_columns]
     if not np.isin(values, (0.0, 1.0)).all():
         raise DatasetCorruptError(f"{path}: values other than 0 and 1")
@@ -122,7 +135,9 @@ def read_libsvm(path: str | os.PathLike, n_features: int) -> np.ndarray:
                 index, value = item.split(":")
                 index, value = int(index), float(value)
                 if not 1 <= index <= n_features:
-                    raise ValueError(f"line {line_no}: feature index {index} outside 1..{n_features}")
+                    raise ValueError(
+                        f"line {line_no}: feature index {index} outside 1..{n_features}"
+                    )
                 if value not in (0.0, 1.0):
                     raise ValueError(f"line {line_no}: value {value} is not binary")
                 row[index - 1] = value
@@ -144,7 +159,9 @@ def read_mat(path: str | os.PathLike) -> dict:
         new_api = "spmatrix" in inspect.signature(scipy.io.loadmat).parameters
         contents = scipy.io.loadmat(path, spmatrix=False) if new_api else scipy.io.loadmat(path)
     except Exception as err:  # scipy raises ValueError, OSError, struct.error, zlib.error ...
-        raise DatasetCorruptError(f"{path}: not a readable MATLAB file ({type(err).__name__}: {err})") from err
+        raise DatasetCorruptError(
+            f"{path}: not a readable MATLAB file ({type(err).__name__}: {err})"
+        ) from err
     out = {}
     for key, value in contents.items():
         if key.startswith("__"):
@@ -158,7 +175,8 @@ def read_mat(path: str | os.PathLike) -> dict:
 
 # %% book/data.md
 def fingerprint(arrays: dict) -> str:
-    """SHA-256 of named arrays (dense numpy or scipy.sparse), independent of their storage format."""
+    """SHA-256 of named arrays (dense numpy or scipy.sparse), independent of their storage
+    format."""
     import scipy.sparse
 
     h = hashlib.sha256()
@@ -167,8 +185,12 @@ def fingerprint(arrays: dict) -> str:
         if scipy.sparse.issparse(value):
             value = scipy.sparse.csr_array(value)
             value.sort_indices()
-            parts = {"data": value.data, "indices": value.indices.astype(np.int64),
-                     "indptr": value.indptr.astype(np.int64), "shape": np.asarray(value.shape, np.int64)}
+            parts = {
+                "data": value.data,
+                "indices": value.indices.astype(np.int64),
+                "indptr": value.indptr.astype(np.int64),
+                "shape": np.asarray(value.shape, np.int64),
+            }
             h.update(f"{name}:sparse;".encode())
             for key in sorted(parts):
                 a = np.ascontiguousarray(parts[key])
@@ -201,8 +223,11 @@ def _verify(dataset: str, arrays: dict, expected: str, paths, url_hint: str) -> 
         for p in fresh:  # never leave a bad download in the cache
             Path(p).unlink(missing_ok=True)
             _FRESH.discard(str(p))
-        action = ("The downloaded files were deleted; the source may have changed." if fresh else
-                  f"Delete them and load again to download fresh copies from {url_hint}.")
+        action = (
+            "The downloaded files were deleted; the source may have changed."
+            if fresh
+            else f"Delete them and load again to download fresh copies from {url_hint}."
+        )
         raise DatasetCorruptError(
             f"dataset {dataset}: the files ({names}) do not hold the expected data "
             f"(fingerprint {got[:16]}..., expected {expected[:16]}...). {action}"
@@ -230,7 +255,8 @@ def _download(url: str, dest: Path, dataset: str, home: Path, how: str) -> None:
                 break
         raise DatasetNotFoundError(
             f"dataset {dataset}: {dest.relative_to(home)} is not in the data directory {home} "
-            f"(chosen by {how}) and downloading it from {url} failed ({type(err).__name__}: {err}). "
+            f"(chosen by {how}) and downloading it from {url} failed ({type(err).__name__}: "
+            f"{err}). "
             f"Put the file there by hand, or point data_dir / {ENV_VAR} at a directory that has it."
         ) from err
     finally:
@@ -241,8 +267,9 @@ def _inside(home: Path, relpath) -> Path:
     """home / relpath, refused unless it names a file below home (no absolute path, no '..' out)."""
     path = Path(os.path.normpath(home / relpath))
     if Path(relpath).is_absolute() or home not in path.parents:
-        raise ValueError(f"relpath must be a path inside the data directory {home}, "
-                         f"got {str(relpath)!r}")
+        raise ValueError(
+            f"relpath must be a path inside the data directory {home}, got {str(relpath)!r}"
+        )
     return path
 
 
@@ -295,8 +322,10 @@ def _load_npz(path: Path, keys) -> dict:
                 raise ValueError(f"keys {missing} missing (has {z.files})")
             return {k: z[k] for k in keys}
     except Exception as err:
-        raise DatasetCorruptError(f"{path}: not a readable .npz with keys {list(keys)} ({type(err).__name__}: {err}); "
-                                  f"delete it to download it again") from err
+        raise DatasetCorruptError(
+            f"{path}: not a readable .npz with keys {list(keys)} ({type(err).__name__}: {err}); "
+            f"delete it to download it again"
+        ) from err
 
 
 # %% book/data.md
@@ -317,11 +346,22 @@ def load_mnist(split: str = "train", data_dir=None) -> tuple[np.ndarray, np.ndar
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     prefix = "train" if split == "train" else "t10k"
     paths = [
-        fetch("mnist", f"mnist/{prefix}-{kind}-ubyte.gz", f"{MNIST_URL}{prefix}-{kind}-ubyte.gz", data_dir)
+        fetch(
+            "mnist",
+            f"mnist/{prefix}-{kind}-ubyte.gz",
+            f"{MNIST_URL}{prefix}-{kind}-ubyte.gz",
+            data_dir,
+        )
         for kind in ("images-idx3", "labels-idx1")
     ]
     images, labels = read_idx(paths[0]), read_idx(paths[1])
-    _verify(f"mnist/{split}", {"images": images, "labels": labels}, MNIST_FINGERPRINTS[split], paths, MNIST_URL)
+    _verify(
+        f"mnist/{split}",
+        {"images": images, "labels": labels},
+        MNIST_FINGERPRINTS[split],
+        paths,
+        MNIST_URL,
+    )
     return images, labels
 
 
@@ -345,8 +385,13 @@ def load_binarized_mnist(data_dir=None) -> Splits:
     (10000, 784); pixels in row-major order. The test split is ordered by digit class.
     """
     sources = {s: f"{BINARIZED_MNIST_URL}binarized_mnist_{s}.amat" for s in Splits._fields}
-    path = fetch_converted("binarized_mnist", "binarized_mnist/binarized_mnist.npz", sources,
-                           lambda files: {s: read_amat(f, n_columns=784) for s, f in files.items()}, data_dir)
+    path = fetch_converted(
+        "binarized_mnist",
+        "binarized_mnist/binarized_mnist.npz",
+        sources,
+        lambda files: {s: read_amat(f, n_columns=784) for s, f in files.items()},
+        data_dir,
+    )
     arrays = _load_npz(path, Splits._fields)
     _verify("binarized_mnist", arrays, BINARIZED_MNIST_FINGERPRINT, [path], BINARIZED_MNIST_URL)
     return Splits(**arrays)
@@ -370,23 +415,33 @@ class Caltech101Silhouettes(NamedTuple):
 
 
 def load_caltech101_silhouettes(data_dir=None) -> Caltech101Silhouettes:
-    """Caltech-101 Silhouettes: images uint8 {0,1} of shapes (4100|2264|2307, 784), labels uint8 1..101.
+    """Caltech-101 Silhouettes: images uint8 {0,1} of shapes (4100|2264|2307, 784), labels uint8
+    1..101.
 
     Pixels are in MATLAB's column-major order (use caltech_image to display one); classnames
     has the 101 class names, label k naming classnames[k - 1].
     """
-    path = fetch("caltech101_silhouettes", "caltech101_silhouettes/caltech101_silhouettes_28_split1.mat",
-                 CALTECH_URL, data_dir)
+    path = fetch(
+        "caltech101_silhouettes",
+        "caltech101_silhouettes/caltech101_silhouettes_28_split1.mat",
+        CALTECH_URL,
+        data_dir,
+    )
     m = read_mat(path)
     try:
         arrays = {
-            "train": m["train_data"], "valid": m["val_data"], "test": m["test_data"],
-            "train_labels": m["train_labels"].ravel(), "valid_labels": m["val_labels"].ravel(),
+            "train": m["train_data"],
+            "valid": m["val_data"],
+            "test": m["test_data"],
+            "train_labels": m["train_labels"].ravel(),
+            "valid_labels": m["val_labels"].ravel(),
             "test_labels": m["test_labels"].ravel(),
         }
         classnames = tuple(str(np.asarray(c).ravel()[0]) for c in m["classnames"].ravel())
     except KeyError as err:
-        raise DatasetCorruptError(f"{path}: variable {err} missing; delete the file to download it again") from err
+        raise DatasetCorruptError(
+            f"{path}: variable {err} missing; delete the file to download it again"
+        ) from err
     _verify("caltech101_silhouettes", arrays, CALTECH_FINGERPRINT, [path], CALTECH_URL)
     return Caltech101Silhouettes(**arrays, classnames=classnames)
 
@@ -414,7 +469,8 @@ NADE_FINGERPRINTS = {
 def load_nade(name: str, data_dir=None) -> Splits:
     """One binary set of the NADE papers: Splits(train, valid, test), uint8 {0,1} of shape (n, d).
 
-    name: "dna" (d=180; 1400/600/1186), "mushrooms" (d=112; 2000/500/5624), "nips" (d=500; 400/100/1240).
+    name: "dna" (d=180; 1400/600/1186), "mushrooms" (d=112; 2000/500/5624), "nips" (d=500;
+    400/100/1240).
     """
     if name not in NADE_DATASETS:
         raise ValueError(f"name must be one of {sorted(NADE_DATASETS)}, got {name!r}")
@@ -452,7 +508,9 @@ UCI_FINGERPRINTS = {
     "kin8nm": "71af38e645478da70872b0f418a55a1040149cd89e505782a33ed7fea286c5b0",
     "naval-propulsion-plant": "4d9a6a7f5a029b2e2ba4f1bbf86d1b1b2963434b67c6d8d1b8268132d77fbbaa",
     "power-plant": "594c536a0b90c312040274bedf38fc824f5dd1db4d4baed45364d31955aff5e6",
-    "protein-tertiary-structure": "d9ff836245395c8ac597e0fa6a24d3df2b90be017854908ca63bce4c1f42d497",
+    "protein-tertiary-structure": (
+        "d9ff836245395c8ac597e0fa6a24d3df2b90be017854908ca63bce4c1f42d497"
+    ),
     "wine-quality-red": "b7a794716dde03d3c8f5aae02584c988993e9337e734d6024234e16f8347a72b",
 }
 
@@ -470,14 +528,17 @@ def _read_table(path: Path, dtype) -> np.ndarray:
     try:
         return np.loadtxt(path, dtype=dtype, ndmin=1)
     except Exception as err:
-        raise DatasetCorruptError(f"{path}: not a numeric text table ({type(err).__name__}: {err}); "
-                                  f"delete it to download it again") from err
+        raise DatasetCorruptError(
+            f"{path}: not a numeric text table ({type(err).__name__}: {err}); "
+            f"delete it to download it again"
+        ) from err
 
 
 def load_uci(name: str, split: int = 0, data_dir=None) -> UCISplit:
     """Split `split` of UCI regression set `name`, raw values in float64.
 
-    Returns UCISplit(x_train (n_train, D), y_train (n_train,), x_test (n_test, D), y_test (n_test,)).
+    Returns UCISplit(x_train (n_train, D), y_train (n_train,), x_test (n_test, D), y_test
+    (n_test,)).
     name: a key of UCI_DATASETS; split: 0 .. n_splits - 1 (20, or 5 for protein-tertiary-structure).
     """
     if name not in UCI_DATASETS:
@@ -488,17 +549,36 @@ def load_uci(name: str, split: int = 0, data_dir=None) -> UCISplit:
         raise ValueError(f"split must be an integer in 0..{n_splits - 1} for {name}, got {split!r}")
     files = ["data.txt", "index_features.txt", "index_target.txt", "n_splits.txt"]
     files += [f"index_{side}_{i}.txt" for i in range(n_splits) for side in ("train", "test")]
-    paths = {f: fetch(f"uci/{name}", f"uci/{name}/data/{f}", f"{UCI_URL}{name}/data/{f}", data_dir) for f in files}
-    arrays = {f: _read_table(p, np.float64 if f == "data.txt" else np.int64) for f, p in paths.items()}
-    _verify(f"uci/{name}", arrays, UCI_FINGERPRINTS[name], list(paths.values()), f"{UCI_URL}{name}/data/")
+    paths = {
+        f: fetch(f"uci/{name}", f"uci/{name}/data/{f}", f"{UCI_URL}{name}/data/{f}", data_dir)
+        for f in files
+    }
+    arrays = {
+        f: _read_table(p, np.float64 if f == "data.txt" else np.int64) for f, p in paths.items()
+    }
+    _verify(
+        f"uci/{name}",
+        arrays,
+        UCI_FINGERPRINTS[name],
+        list(paths.values()),
+        f"{UCI_URL}{name}/data/",
+    )
     data = arrays["data.txt"]
     features, target = arrays["index_features.txt"], int(arrays["index_target.txt"].item())
     train, test = arrays[f"index_train_{split}.txt"], arrays[f"index_test_{split}.txt"]
-    return UCISplit(data[np.ix_(train, features)], data[train, target], data[np.ix_(test, features)], data[test, target])
+    return UCISplit(
+        data[np.ix_(train, features)],
+        data[train, target],
+        data[np.ix_(test, features)],
+        data[test, target],
+    )
 
 
 # %% book/data.md
-EBP_URL = "https://raw.githubusercontent.com/ExpectationBackpropagation/EBP_Matlab_Code/master/Datasets/Classification/"
+EBP_URL = (
+    "https://raw.githubusercontent.com/ExpectationBackpropagation/EBP_Matlab_Code/master/"
+    "Datasets/Classification/"
+)
 EBP_TASKS = {
     # name: (examples, features, sparse, name in the paper's Table 1)
     "reuters_I654_I65": (2000, 11463, False, "Reuters news I6"),
@@ -517,7 +597,8 @@ EBP_FINGERPRINTS = {
 
 
 class TextTask(NamedTuple):
-    """An EBP text task: features, labels, the authors' test fraction (Appendix A, "The EBP text tasks")."""
+    """An EBP text task: features, labels, the authors' test fraction (Appendix A, "The EBP text
+    tasks")."""
 
     x: object
     y: np.ndarray
@@ -536,9 +617,15 @@ def load_ebp(name: str, data_dir=None) -> TextTask:
     path = fetch(f"ebp/{name}", f"ebp/{name}/processed_data.mat", url, data_dir)
     m = read_mat(path)
     try:
-        x, y, ratio = m["data"], m["labels"].ravel().astype(np.int8), float(m["default_Test_ratio"].item())
+        x, y, ratio = (
+            m["data"],
+            m["labels"].ravel().astype(np.int8),
+            float(m["default_Test_ratio"].item()),
+        )
     except KeyError as err:
-        raise DatasetCorruptError(f"{path}: variable {err} missing; delete the file to download it again") from err
+        raise DatasetCorruptError(
+            f"{path}: variable {err} missing; delete the file to download it again"
+        ) from err
     _verify(f"ebp/{name}", {"x": x, "y": y}, EBP_FINGERPRINTS[name], [path], url)
     return TextTask(x, y, ratio)
 
@@ -550,7 +637,14 @@ def describe(data_dir=None) -> list[dict]:
 
     def add(dataset, arrays):
         for key, value in arrays.items():
-            rows.append({"dataset": dataset, "array": key, "shape": tuple(value.shape), "dtype": str(value.dtype)})
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "array": key,
+                    "shape": tuple(value.shape),
+                    "dtype": str(value.dtype),
+                }
+            )
 
     for split in ("train", "test"):
         images, labels = load_mnist(split, data_dir)
@@ -570,43 +664,43 @@ def describe(data_dir=None) -> list[dict]:
 
 
 __all__ = [
-    'BINARIZED_MNIST_FINGERPRINT',
-    'BINARIZED_MNIST_URL',
-    'CALTECH_FINGERPRINT',
-    'CALTECH_URL',
-    'Caltech101Silhouettes',
-    'DatasetCorruptError',
-    'DatasetError',
-    'DatasetNotFoundError',
-    'EBP_FINGERPRINTS',
-    'EBP_TASKS',
-    'EBP_URL',
-    'ENV_VAR',
-    'MNIST_FINGERPRINTS',
-    'MNIST_URL',
-    'NADE_DATASETS',
-    'NADE_FINGERPRINTS',
-    'NADE_URL',
-    'Splits',
-    'TextTask',
-    'UCISplit',
-    'UCI_DATASETS',
-    'UCI_FINGERPRINTS',
-    'UCI_URL',
-    'caltech_image',
-    'data_home',
-    'describe',
-    'fetch',
-    'fetch_converted',
-    'fingerprint',
-    'load_binarized_mnist',
-    'load_caltech101_silhouettes',
-    'load_ebp',
-    'load_mnist',
-    'load_nade',
-    'load_uci',
-    'read_amat',
-    'read_idx',
-    'read_libsvm',
-    'read_mat',
+    "BINARIZED_MNIST_FINGERPRINT",
+    "BINARIZED_MNIST_URL",
+    "CALTECH_FINGERPRINT",
+    "CALTECH_URL",
+    "Caltech101Silhouettes",
+    "DatasetCorruptError",
+    "DatasetError",
+    "DatasetNotFoundError",
+    "EBP_FINGERPRINTS",
+    "EBP_TASKS",
+    "EBP_URL",
+    "ENV_VAR",
+    "MNIST_FINGERPRINTS",
+    "MNIST_URL",
+    "NADE_DATASETS",
+    "NADE_FINGERPRINTS",
+    "NADE_URL",
+    "Splits",
+    "TextTask",
+    "UCISplit",
+    "UCI_DATASETS",
+    "UCI_FINGERPRINTS",
+    "UCI_URL",
+    "caltech_image",
+    "data_home",
+    "describe",
+    "fetch",
+    "fetch_converted",
+    "fingerprint",
+    "load_binarized_mnist",
+    "load_caltech101_silhouettes",
+    "load_ebp",
+    "load_mnist",
+    "load_nade",
+    "load_uci",
+    "read_amat",
+    "read_idx",
+    "read_libsvm",
+    "read_mat",
 ]

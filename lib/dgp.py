@@ -35,9 +35,12 @@ def quadratic_forms(B, A):
 
 def _quadratic_forms_fwd(B, A):
     P, M, _ = B.shape
-    # the barriers keep XLA:CPU (jax 0.12) from fusing the sum into the product, which can run it 3x slower
+    # the barriers keep XLA:CPU (jax 0.12) from fusing the sum into the product, which can run it 3x
+    # slower
     if A.ndim == 2:  # C[n, p, :] = B_p a_n: the P blocks side by side, (M, P M)
-        C = jax.lax.optimization_barrier(A @ jnp.swapaxes(B, 0, 1).reshape(M, P * M)).reshape(-1, P, M)
+        C = jax.lax.optimization_barrier(A @ jnp.swapaxes(B, 0, 1).reshape(M, P * M)).reshape(
+            -1, P, M
+        )
         return jnp.sum(C * A[:, None, :], -1), (A, C)
     C = jax.lax.optimization_barrier(A @ B)  # (P, N, M)
     return jnp.sum(C * A, -1).T, (A, C)
@@ -61,7 +64,8 @@ quadratic_forms.defvjp(_quadratic_forms_fwd, _quadratic_forms_bwd)
 
 
 def marginal_operators(Kzz_chol, q_sqrt, whiten: bool, Kzz_chol_inv=None):
-    """T and B (P, M, M) of eq. dgp-quadform: alpha = T k(Z, x), var_p = k(x, x) + alpha^T B_p alpha.
+    """T and B (P, M, M) of eq. dgp-quadform: alpha = T k(Z, x), var_p = k(x, x) + alpha^T B_p
+    alpha.
 
     Kzz_chol: lower Cholesky factor of K_ZZ, (M, M) shared by the outputs or (P, M, M) one per
     output; T has the same shape. q_sqrt (P, M, M): lower triangular factors R_p of the inducing
@@ -70,7 +74,9 @@ def marginal_operators(Kzz_chol, q_sqrt, whiten: bool, Kzz_chol_inv=None):
     """
     M = Kzz_chol.shape[-1]
     eye = jnp.broadcast_to(jnp.eye(M, dtype=Kzz_chol.dtype), Kzz_chol.shape)
-    Linv = solve_triangular(Kzz_chol, eye, lower=True) if Kzz_chol_inv is None else Kzz_chol_inv  # O(M^3), once
+    Linv = (
+        solve_triangular(Kzz_chol, eye, lower=True) if Kzz_chol_inv is None else Kzz_chol_inv
+    )  # O(M^3), once
     R = jnp.tril(q_sqrt)
     S = R @ jnp.swapaxes(R, -1, -2)
     if whiten:
@@ -91,12 +97,13 @@ def marginals_from_operators(T, B, Kxz, kxx_diag, q_mu):
 
 
 def conditional_marginals(Kzz_chol, Kxz, kxx_diag, q_mu, q_sqrt, whiten: bool):
-    """Marginal means and variances of q(f_i) for one sparse GP layer (eq. dgp-marginals, dgp-whitened).
+    """Marginal means and variances of q(f_i) for one sparse GP layer (eq. dgp-marginals,
+    dgp-whitened).
 
-    Kzz_chol (M, M): lower Cholesky factor of K_ZZ. Kxz = k(x, Z) (N, M). kxx_diag (N,): k(x_i, x_i).
-    q_mu (M, P): the inducing means (of u - m(Z), or of v when whitened). q_sqrt (P, M, M): lower
-    triangular factors of the inducing covariances, one per output. Returns (mean (N, P), var (N, P)),
-    without the mean function m(x).
+    Kzz_chol (M, M): lower Cholesky factor of K_ZZ. Kxz = k(x, Z) (N, M). kxx_diag (N,): k(x_i,
+    x_i). q_mu (M, P): the inducing means (of u - m(Z), or of v when whitened). q_sqrt (P, M, M):
+    lower triangular factors of the inducing covariances, one per output. Returns (mean (N, P), var
+    (N, P)), without the mean function m(x).
     """
     T, B = marginal_operators(Kzz_chol, q_sqrt, whiten)
     return marginals_from_operators(T, B, Kxz, kxx_diag, q_mu)
@@ -115,7 +122,11 @@ def gauss_kl(q_mu, q_sqrt, Kzz_chol=None, Kzz_chol_inv=None):
     logdet_S = 2.0 * jnp.sum(jnp.log(jnp.abs(jnp.diagonal(R, axis1=1, axis2=2))))
 
     def solve(rhs):  # L^{-1} rhs
-        return solve_triangular(Kzz_chol, rhs, lower=True) if Kzz_chol_inv is None else Kzz_chol_inv @ rhs
+        return (
+            solve_triangular(Kzz_chol, rhs, lower=True)
+            if Kzz_chol_inv is None
+            else Kzz_chol_inv @ rhs
+        )
 
     if Kzz_chol is None:
         trace_plus_maha = jnp.sum(R**2) + jnp.sum(q_mu**2)
@@ -124,7 +135,8 @@ def gauss_kl(q_mu, q_sqrt, Kzz_chol=None, Kzz_chol_inv=None):
         rhs = jnp.concatenate([jnp.swapaxes(R, 0, 1).reshape(M, P * M), q_mu], 1)
         trace_plus_maha = jnp.sum(solve(rhs) ** 2)
         logdet_K = P * 2.0 * jnp.sum(jnp.log(jnp.diagonal(Kzz_chol)))
-    else:  # (P, M, M), one factor per output: a batched solve (single-threaded per batch in jax 0.12)
+    # (P, M, M), one factor per output: a batched solve (single-threaded per batch in jax 0.12)
+    else:
         trace_plus_maha = jnp.sum(solve(R) ** 2) + jnp.sum(solve(q_mu.T[:, :, None]) ** 2)
         logdet_K = 2.0 * jnp.sum(jnp.log(jnp.diagonal(Kzz_chol, axis1=1, axis2=2)))
     return 0.5 * (trace_plus_maha - M * P + logdet_K - logdet_S)
@@ -147,7 +159,8 @@ def rbf(x1, x2, lengthscales, variance):
 
 
 class RBF(nnx.Module):
-    """Squared-exponential kernel with one lengthscale per input dimension (ARD, the paper's kernel).
+    """Squared-exponential kernel with one lengthscale per input dimension (ARD, the paper's
+    kernel).
 
     batch: None for one kernel, or P for P independent kernels (one per output of a layer, as
     GPyTorch's deep GP); then x1 is (P, M, D) or (M, D) and the result is (P, M, N).
@@ -155,22 +168,37 @@ class RBF(nnx.Module):
     authors' public notebook used; Section 11).
     """
 
-    @checks(input_dim=Int(1), lengthscale=Float(0, low_open=True),
-            variance=Float(0, low_open=True), batch=Maybe(Int(1)), ard=Bool())
-    def __init__(self, input_dim: int, lengthscale: float = 1.0, variance: float = 1.0, dtype=jnp.float64,
-                 batch: int | None = None, ard: bool = True):
+    @checks(
+        input_dim=Int(1),
+        lengthscale=Float(0, low_open=True),
+        variance=Float(0, low_open=True),
+        batch=Maybe(Int(1)),
+        ard=Bool(),
+    )
+    def __init__(
+        self,
+        input_dim: int,
+        lengthscale: float = 1.0,
+        variance: float = 1.0,
+        dtype=jnp.float64,
+        batch: int | None = None,
+        ard: bool = True,
+    ):
         if input_dim < 1:
             raise ValueError(f"input_dim must be at least 1, got {input_dim}")
         if lengthscale <= 0 or variance <= 0:
-            raise ValueError(f"lengthscale and variance must be positive, got {lengthscale} and {variance}")
+            raise ValueError(
+                f"lengthscale and variance must be positive, got {lengthscale} and {variance}"
+            )
         if batch is not None and batch < 1:
             raise ValueError(f"batch must be None or a positive number of kernels, got {batch}")
         self.input_dim = input_dim
         self.batch = batch
         lead = () if batch is None else (batch,)
         self.ard = ard
-        self.raw_lengthscales = nnx.Param(softplus_inverse(jnp.full(lead + (input_dim if ard else 1,), lengthscale,
-                                                                    dtype)))
+        self.raw_lengthscales = nnx.Param(
+            softplus_inverse(jnp.full(lead + (input_dim if ard else 1,), lengthscale, dtype))
+        )
         self.raw_variance = nnx.Param(softplus_inverse(jnp.full(lead, variance, dtype)))
 
     @property
@@ -186,7 +214,9 @@ class RBF(nnx.Module):
             return rbf(x1, x2, self.lengthscales, variance)
         in1 = 0 if x1.ndim == 3 else None
         in2 = 0 if x2.ndim == 3 else None
-        return jax.vmap(rbf, (in1, in2, 0, 0))(x1, x2, self.lengthscales, jnp.broadcast_to(variance, (self.batch,)))
+        return jax.vmap(rbf, (in1, in2, 0, 0))(
+            x1, x2, self.lengthscales, jnp.broadcast_to(variance, (self.batch,))
+        )
 
     def __call__(self, x1, x2):
         return self._map(x1, x2, self.variance)
@@ -198,7 +228,9 @@ class RBF(nnx.Module):
 
     def diag(self, x):
         """k(x_i, x_i): (N,), or (N, P) for a batch of P kernels."""
-        return jnp.broadcast_to(self.variance, x.shape[:-1] + (() if self.batch is None else (self.batch,))).astype(x.dtype)
+        return jnp.broadcast_to(
+            self.variance, x.shape[:-1] + (() if self.batch is None else (self.batch,))
+        ).astype(x.dtype)
 
 
 # %% book/dgp.md
@@ -221,7 +253,11 @@ def safe_cholesky(K, jitter: float, retries: int = 3):
     eye = jnp.eye(K.shape[-1], dtype=K.dtype)
     L = jnp.linalg.cholesky(K + jitter * eye)
     for i in range(1, retries + 1):
-        L = jax.lax.cond(jnp.any(jnp.isnan(L)), lambda j=jitter * 10.0**i: jnp.linalg.cholesky(K + j * eye), lambda: L)
+        L = jax.lax.cond(
+            jnp.any(jnp.isnan(L)),
+            lambda j=jitter * 10.0**i: jnp.linalg.cholesky(K + j * eye),
+            lambda: L,
+        )
     return L
 
 
@@ -266,7 +302,8 @@ cholesky_factors.defvjp(_cholesky_factors_fwd, _cholesky_factors_bwd, symbolic_z
 
 @checks(fn=Function(), rows=Int(1))
 def map_rows(fn, x, rows: int):
-    """fn applied to x (N, D) in chunks of at most `rows` rows, each under jax.checkpoint; outputs joined.
+    """fn applied to x (N, D) in chunks of at most `rows` rows, each under jax.checkpoint; outputs
+    joined.
 
     fn maps (n, D) to a pytree of arrays with n leading rows. The chunks are of equal size, the last
     padded with zero rows whose outputs are dropped, so fn must treat rows independently.
@@ -305,27 +342,53 @@ class SVGPLayer(nnx.Module):
     K_ZZ before factorising. chunk_size: rows of x per chunk (None: default_chunk_rows).
     """
 
-    @checks(kernel=Instance(RBF), Z=Array(dtype='floating'), num_outputs=Int(1),
-            whiten=Bool(), q_sqrt_scale=Float(0, low_open=True), noise_variance=Float(0),
-            jitter=Float(0), chunk_size=Maybe(Int(1)))
-    def __init__(self, kernel: RBF, Z, num_outputs: int, mean_W=None, *, whiten: bool = False,
-                 q_sqrt_scale: float = 1.0, noise_variance: float = 0.0, jitter: float = 1e-6,
-                 chunk_size: int | None = None):
+    @checks(
+        kernel=Instance(RBF),
+        Z=Array(dtype="floating"),
+        num_outputs=Int(1),
+        whiten=Bool(),
+        q_sqrt_scale=Float(0, low_open=True),
+        noise_variance=Float(0),
+        jitter=Float(0),
+        chunk_size=Maybe(Int(1)),
+    )
+    def __init__(
+        self,
+        kernel: RBF,
+        Z,
+        num_outputs: int,
+        mean_W=None,
+        *,
+        whiten: bool = False,
+        q_sqrt_scale: float = 1.0,
+        noise_variance: float = 0.0,
+        jitter: float = 1e-6,
+        chunk_size: int | None = None,
+    ):
         Z = jnp.asarray(Z)
         check_array(Z, "Z", dtype="floating")
         if kernel.batch is not None and kernel.batch != num_outputs:
-            raise ValueError(f"a per-output layer needs one kernel per output: kernel.batch is {kernel.batch}, "
-                             f"num_outputs is {num_outputs}")
+            raise ValueError(
+                f"a per-output layer needs one kernel per output: kernel.batch is {kernel.batch}, "
+                f"num_outputs is {num_outputs}"
+            )
         if Z.ndim == 3 and (kernel.batch is None or Z.shape[0] != num_outputs):
-            raise ValueError(f"Z of shape {Z.shape} needs a kernel with batch={Z.shape[0]} = num_outputs")
+            raise ValueError(
+                f"Z of shape {Z.shape} needs a kernel with batch={Z.shape[0]} = num_outputs"
+            )
         if Z.ndim not in (2, 3) or Z.shape[-1] != kernel.input_dim:
-            raise ValueError(f"Z must have shape (M, {kernel.input_dim}) or (P, M, {kernel.input_dim}), got {Z.shape}")
+            raise ValueError(
+                f"Z must have shape (M, {kernel.input_dim}) or (P, M, {kernel.input_dim}), got "
+                f"{Z.shape}"
+            )
         if kernel.batch is not None and Z.ndim == 2:
             Z = jnp.tile(Z[None], (num_outputs, 1, 1))
         if mean_W is not None:
             mean_W = jnp.asarray(mean_W, Z.dtype)
             if mean_W.shape != (Z.shape[-1], num_outputs):
-                raise ValueError(f"mean_W must have shape {(Z.shape[-1], num_outputs)}, got {mean_W.shape}")
+                raise ValueError(
+                    f"mean_W must have shape {(Z.shape[-1], num_outputs)}, got {mean_W.shape}"
+                )
         M = Z.shape[-2]
         self.kernel = kernel
         self.Z = nnx.Param(Z)
@@ -357,10 +420,15 @@ class SVGPLayer(nnx.Module):
         return cholesky_factors(self._kzz(), self.jitter)
 
     def mean_function(self, x):
-        return jnp.zeros(x.shape[:-1] + (self.num_outputs,), x.dtype) if self.mean_W is None else x @ self.mean_W[...]
+        return (
+            jnp.zeros(x.shape[:-1] + (self.num_outputs,), x.dtype)
+            if self.mean_W is None
+            else x @ self.mean_W[...]
+        )
 
     def __call__(self, x):
-        """Marginals of q(f(x)): mean (N, P) and variance (N, P) for inputs x (N, D_in) (eq. dgp-marginals)."""
+        """Marginals of q(f(x)): mean (N, P) and variance (N, P) for inputs x (N, D_in) (eq.
+        dgp-marginals)."""
         Z, q_mu = self.Z[...], self.q_mu[...]
         L, Linv = self._factors()
         T, B = marginal_operators(L, self.q_sqrt[...], self.whiten, Linv)
@@ -437,7 +505,9 @@ def _check_labels(y, name, num_points, allowed):
         values = np.asarray(y)
         if values.size and not np.isin(values, allowed).all():
             bad = values[~np.isin(values, allowed)][0]
-            raise ValueError(f"{name} must hold labels in {{{allowed[0]}, ..., {allowed[-1]}}}, got {bad}")
+            raise ValueError(
+                f"{name} must hold labels in {{{allowed[0]}, ..., {allowed[-1]}}}, got {bad}"
+            )
     return y
 
 
@@ -459,7 +529,9 @@ class Bernoulli(nnx.Module):
         return p, p * (1.0 - p)
 
     def predict_log_density(self, mean, var, y):
-        return jax.scipy.special.log_ndtr((2.0 * y - 1.0).astype(mean.dtype) * mean / jnp.sqrt(1.0 + var))
+        return jax.scipy.special.log_ndtr(
+            (2.0 * y - 1.0).astype(mean.dtype) * mean / jnp.sqrt(1.0 + var)
+        )
 
     def check_y(self, y, num_points: int, num_outputs: int):
         return check_array(y, "y", ndim=2, shape=(num_points, num_outputs), binary=True)
@@ -472,10 +544,19 @@ class RobustMax(nnx.Module):
     the cost of a training step); predict_quadrature_points: in predictions (100, see the text).
     """
 
-    @checks(num_classes=Int(2), epsilon=Float(0, 1, low_open=True, high_open=True),
-            quadrature_points=Int(1), predict_quadrature_points=Int(1))
-    def __init__(self, num_classes: int, epsilon: float = 1e-3, quadrature_points: int = 20,
-                 predict_quadrature_points: int = 100):
+    @checks(
+        num_classes=Int(2),
+        epsilon=Float(0, 1, low_open=True, high_open=True),
+        quadrature_points=Int(1),
+        predict_quadrature_points=Int(1),
+    )
+    def __init__(
+        self,
+        num_classes: int,
+        epsilon: float = 1e-3,
+        quadrature_points: int = 20,
+        predict_quadrature_points: int = 100,
+    ):
         if num_classes < 2:
             raise ValueError(f"num_classes must be at least 2, got {num_classes}")
         if not 0 < epsilon < 1:
@@ -487,9 +568,11 @@ class RobustMax(nnx.Module):
 
     def win_probabilities(self, mean, var):
         """P_k of eq. dgp-robustmax for every class k: (..., K) from marginals (..., K)."""
+
         def wins(k):
-            return self._win_probability_of(mean, var, jnp.full(mean.shape[:-1] + (1,), k),
-                                            self.predict_quadrature_points)
+            return self._win_probability_of(
+                mean, var, jnp.full(mean.shape[:-1] + (1,), k), self.predict_quadrature_points
+            )
 
         return jnp.moveaxis(jax.lax.map(wins, jnp.arange(self.num_classes)), 0, -1)
 
@@ -509,7 +592,9 @@ class RobustMax(nnx.Module):
         mu_y = jnp.take_along_axis(mean, label[..., None], -1)
         sd_y = jnp.sqrt(jnp.take_along_axis(var, label[..., None], -1))
         x = mu_y + sd_y * z  # (..., Q)
-        cdf = normal_cdf((x[..., None, :] - mean[..., :, None]) / jnp.sqrt(var)[..., :, None])  # (..., K, Q)
+        cdf = normal_cdf(
+            (x[..., None, :] - mean[..., :, None]) / jnp.sqrt(var)[..., :, None]
+        )  # (..., K, Q)
         others = jnp.arange(mean.shape[-1]) != label[..., None]  # (..., K)
         cdf = jnp.where(others[..., None], cdf, 1.0)
         return jnp.sum(w * jnp.prod(cdf, -2), -1)
@@ -519,14 +604,21 @@ class RobustMax(nnx.Module):
         return p, p * (1.0 - p)
 
     def predict_log_density(self, mean, var, y):
-        return jnp.log(self._mix(self._win_probability_of(mean, var, y, self.predict_quadrature_points)))
+        return jnp.log(
+            self._mix(self._win_probability_of(mean, var, y, self.predict_quadrature_points))
+        )
 
     def check_y(self, y, num_points: int, num_outputs: int):
         if num_outputs != self.num_classes:
-            raise ValueError(f"the last layer has {num_outputs} outputs but the likelihood has {self.num_classes} classes")
+            raise ValueError(
+                f"the last layer has {num_outputs} outputs but the likelihood has "
+                f"{self.num_classes} classes"
+            )
         y = _check_labels(y, "y", num_points, tuple(range(self.num_classes)))
         if y.shape[1] != 1:
-            raise ValueError(f"y must have shape ({num_points}, 1) (class indices), got {tuple(y.shape)}")
+            raise ValueError(
+                f"y must have shape ({num_points}, 1) (class indices), got {tuple(y.shape)}"
+            )
         return y
 
 
@@ -535,13 +627,20 @@ class DeepGP(nnx.Module):
     """A deep GP of SVGPLayers with the doubly stochastic bound (Section 5). One layer: the SGP."""
 
     @checks(num_data=Int(1))
-    def __init__(self, layers: Sequence[SVGPLayer], likelihood: Gaussian | Bernoulli | RobustMax, num_data: int):
+    def __init__(
+        self,
+        layers: Sequence[SVGPLayer],
+        likelihood: Gaussian | Bernoulli | RobustMax,
+        num_data: int,
+    ):
         if not layers:
             raise ValueError("a DeepGP needs at least one layer")
         for l, (a, b) in enumerate(zip(layers[:-1], layers[1:])):
             if a.num_outputs != b.kernel.input_dim:
-                raise ValueError(f"layer {l} has {a.num_outputs} outputs but layer {l + 1} takes "
-                                 f"{b.kernel.input_dim} inputs")
+                raise ValueError(
+                    f"layer {l} has {a.num_outputs} outputs but layer {l + 1} takes "
+                    f"{b.kernel.input_dim} inputs"
+                )
         # nnx.List (flax >= 0.12) makes the layers a pytree child; older flax takes a plain list
         self.layers = nnx.List(layers) if hasattr(nnx, "List") else list(layers)
         self.likelihood = likelihood
@@ -576,7 +675,9 @@ class DeepGP(nnx.Module):
         """Unbiased estimate of the bound (eq. dgp-elbo) from a minibatch x (B, D), y (B, P)."""
         y = self._check_y(y, x)
         mean, var = self.propagate(x, key, num_samples)
-        expected = jnp.mean(self.likelihood.variational_expectations(mean, var, y[None]), 0)  # (B, P)
+        expected = jnp.mean(
+            self.likelihood.variational_expectations(mean, var, y[None]), 0
+        )  # (B, P)
         return self.num_data / x.shape[0] * jnp.sum(expected) - self.kl()
 
     def predict_y(self, x, key, num_samples: int = 100):
@@ -587,7 +688,8 @@ class DeepGP(nnx.Module):
         return mix_mean, jnp.mean(v + m**2, 0) - mix_mean**2
 
     def log_density(self, x, y, key, num_samples: int = 100):
-        """log (1/S) sum_s p(y | mu_s, var_s) for each test point: the mixture's log density, (N, P)."""
+        """log (1/S) sum_s p(y | mu_s, var_s) for each test point: the mixture's log density, (N,
+        P)."""
         y = self._check_y(y, x)
         mean, var = self.propagate(x, key, num_samples)
         lp = self.likelihood.predict_log_density(mean, var, y[None])
@@ -624,24 +726,48 @@ def linear_mean_matrix(x, width: int):
     return np.concatenate([np.eye(D), np.zeros((D, width - D))], 1)
 
 
-@checks(x=Array(ndim=2), y=Array(), num_layers=Int(1), num_inducing=Int(1),
-        inner_width=Maybe(Int(1)), whiten=Bool(), likelihood_variance=Float(0, low_open=True),
-        inner_q_sqrt_scale=Float(0, low_open=True), inner_noise=Float(0),
-        lengthscale=Float(0, low_open=True), kernel_variance=Float(0, low_open=True),
-        per_output_kernels=Bool(), ard=Bool(), seed=Int(0))
-def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: int | None = None,
-              whiten: bool = False, likelihood=None, likelihood_variance: float = 0.05,
-              inner_q_sqrt_scale: float = 1e-5, inner_noise: float = 2e-6, lengthscale: float = 1.0,
-              kernel_variance: float = 1.0, per_output_kernels: bool = False, ard: bool = True,
-              seed: int = 0) -> DeepGP:
+@checks(
+    x=Array(ndim=2),
+    y=Array(),
+    num_layers=Int(1),
+    num_inducing=Int(1),
+    inner_width=Maybe(Int(1)),
+    whiten=Bool(),
+    likelihood_variance=Float(0, low_open=True),
+    inner_q_sqrt_scale=Float(0, low_open=True),
+    inner_noise=Float(0),
+    lengthscale=Float(0, low_open=True),
+    kernel_variance=Float(0, low_open=True),
+    per_output_kernels=Bool(),
+    ard=Bool(),
+    seed=Int(0),
+)
+def build_dgp(
+    x,
+    y,
+    num_layers: int,
+    *,
+    num_inducing: int = 100,
+    inner_width: int | None = None,
+    whiten: bool = False,
+    likelihood=None,
+    likelihood_variance: float = 0.05,
+    inner_q_sqrt_scale: float = 1e-5,
+    inner_noise: float = 2e-6,
+    lengthscale: float = 1.0,
+    kernel_variance: float = 1.0,
+    per_output_kernels: bool = False,
+    ard: bool = True,
+    seed: int = 0,
+) -> DeepGP:
     """A DeepGP of `num_layers` layers for data x (N, D), y (N, P), initialised as the paper.
 
     num_layers = 1 gives the sparse GP baseline (SGP). inner_width: default min(30, D).
     likelihood: default Gaussian(likelihood_variance) (regression: standardise x and y first);
     with RobustMax(K) the last layer has K outputs and y holds class indices (N, 1).
     per_output_kernels: one kernel and one set of inducing inputs per output (GPyTorch's layers)
-    instead of one per layer. ard=False: one lengthscale per kernel instead of one per input dimension.
-    The dtype of x (float64 or float32) is the model's.
+    instead of one per layer. ard=False: one lengthscale per kernel instead of one per input
+    dimension. The dtype of x (float64 or float32) is the model's.
     """
     x = check_array(np.asarray(x), "x", ndim=2, dtype="floating")
     y = np.asarray(y)
@@ -651,8 +777,11 @@ def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: in
         raise ValueError(f"num_layers must be at least 1, got {num_layers}")
     dtype = x.dtype
     if dtype == np.float64 and not jax.config.jax_enable_x64:
-        raise ValueError("x is float64 but JAX is in 32-bit mode: call jax.config.update('jax_enable_x64', True) "
-                         "first, or pass float32 arrays for a float32 model")
+        raise ValueError(
+            "x is float64 but JAX is in 32-bit mode: call jax.config.update('jax_enable_x64', "
+            "True) "
+            "first, or pass float32 arrays for a float32 model"
+        )
     N, D = x.shape
     likelihood = Gaussian(likelihood_variance, dtype) if likelihood is None else likelihood
     num_outputs = getattr(likelihood, "num_classes", None) or (y.shape[1] if y.ndim == 2 else 1)
@@ -662,13 +791,33 @@ def build_dgp(x, y, num_layers: int, *, num_inducing: int = 100, inner_width: in
     layers, x_run, z_run, d_in = [], x, Z, D
     for _ in range(num_layers - 1):
         W = linear_mean_matrix(x_run, width).astype(dtype)
-        kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=width if per_output_kernels else None, ard=ard)
-        layer = SVGPLayer(kern, z_run, width, W, whiten=whiten,
-                          q_sqrt_scale=inner_q_sqrt_scale, noise_variance=inner_noise)
+        kern = RBF(
+            d_in,
+            lengthscale,
+            kernel_variance,
+            dtype,
+            batch=width if per_output_kernels else None,
+            ard=ard,
+        )
+        layer = SVGPLayer(
+            kern,
+            z_run,
+            width,
+            W,
+            whiten=whiten,
+            q_sqrt_scale=inner_q_sqrt_scale,
+            noise_variance=inner_noise,
+        )
         layers.append(layer)
         x_run, z_run, d_in = x_run @ W, z_run @ W, width
-    kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=num_outputs if per_output_kernels else None,
-               ard=ard)
+    kern = RBF(
+        d_in,
+        lengthscale,
+        kernel_variance,
+        dtype,
+        batch=num_outputs if per_output_kernels else None,
+        ard=ard,
+    )
     layers.append(SVGPLayer(kern, z_run, num_outputs, None, whiten=whiten))
     return DeepGP(layers, likelihood, num_data=N)
 
@@ -720,9 +869,20 @@ def step_compiler_options(dtype) -> dict | None:
     return dict(options) if _compiles_with(options) else None
 
 
-@checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), steps=Int(1),
-        batch_size=Maybe(Int(1)), learning_rate=Float(0, low_open=True), num_samples=Int(1),
-        seed=Int(0), log_every=Int(1), progress=Bool(), checkpoint_every=Int(1), stream=Bool())
+@checks(
+    model=Instance(DeepGP),
+    x=Array(ndim=2),
+    y=Array(),
+    steps=Int(1),
+    batch_size=Maybe(Int(1)),
+    learning_rate=Float(0, low_open=True),
+    num_samples=Int(1),
+    seed=Int(0),
+    log_every=Int(1),
+    progress=Bool(),
+    checkpoint_every=Int(1),
+    stream=Bool(),
+)
 def train_dgp(
     model: DeepGP,
     x,
@@ -740,13 +900,14 @@ def train_dgp(
     stream: bool = False,
     mesh="auto",
 ):
-    """Maximise the bound with Adam (Section 7); return (trained model, per-step history of the loss).
+    """Maximise the bound with Adam (Section 7); return (trained model, per-step history of the
+    loss).
 
     x (N, D), y (N, P): standardised training data. batch_size: minibatch size, None or >= N for
     full batch. The loss is -ELBO / N. checkpoint_dir: checkpoint every `checkpoint_every` steps
-    there, and resume from the latest checkpoint found there. stream: x and y stay in host memory (or on
-    disk as np.memmap, for data larger than memory) and each minibatch is read from them. mesh: the
-    devices to train on (see lib.toolkit.fit; "auto": all of them).
+    there, and resume from the latest checkpoint found there. stream: x and y stay in host memory
+    (or on disk as np.memmap, for data larger than memory) and each minibatch is read from them.
+    mesh: the devices to train on (see lib.toolkit.fit; "auto": all of them).
     """
     import optax
 
@@ -768,7 +929,8 @@ def train_dgp(
     else:
         data = minibatches((x, y), batch_size, key=jax.random.fold_in(key, 1), stream=stream)
     hint = (
-        "a Cholesky factorisation probably failed: standardise the data, or raise the layer's jitter "
+        "a Cholesky factorisation probably failed: standardise the data, or raise the layer's "
+        "jitter "
         "or lower the learning rate"
     )
     result = fit(
@@ -789,8 +951,15 @@ def train_dgp(
     return nnx_model(graphdef, result.state), result.history
 
 
-@checks(model=Instance(DeepGP), std=Instance(Standardizer), x_test=Array(ndim=2),
-        y_test=Array(), num_samples=Int(1), seed=Int(0), batch_size=Int(1))
+@checks(
+    model=Instance(DeepGP),
+    std=Instance(Standardizer),
+    x_test=Array(ndim=2),
+    y_test=Array(),
+    num_samples=Int(1),
+    seed=Int(0),
+    batch_size=Int(1),
+)
 def evaluate_dgp(
     model: DeepGP,
     std: Standardizer,
@@ -824,17 +993,47 @@ def evaluate_dgp(
 from lib.toolkit import experiment as _experiment
 from lib.data import UCI_DATASETS
 
-UCI_MODELS = {"SGP": (1, 100), "SGP 500": (1, 500), "DGP 2": (2, 100), "DGP 3": (3, 100),
-              "DGP 4": (4, 100), "DGP 5": (5, 100)}
+UCI_MODELS = {
+    "SGP": (1, 100),
+    "SGP 500": (1, 500),
+    "DGP 2": (2, 100),
+    "DGP 3": (3, 100),
+    "DGP 4": (4, 100),
+    "DGP 5": (5, 100),
+}
 
 
-@checks(name=OneOf(*UCI_DATASETS), model=OneOf(*UCI_MODELS), split=Int(0), steps=Int(1),
-        batch_size=Int(1), learning_rate=Float(0, low_open=True), test_samples=Int(1),
-        whiten=Bool(), ard=Bool(), seed=Int(0), progress=Bool())
-def run_uci_model(name: str, model: str, split: int, *, steps: int, batch_size: int = 10_000,
-                  learning_rate: float = 0.01, test_samples: int = 100, whiten: bool = False, ard: bool = True,
-                  seed: int = 0, progress: bool = False, data_dir=None, checkpoint_dir=None) -> dict:
-    """Train and evaluate one model of UCI_MODELS on one split of a UCI set (Section 9); return a row.
+@checks(
+    name=OneOf(*UCI_DATASETS),
+    model=OneOf(*UCI_MODELS),
+    split=Int(0),
+    steps=Int(1),
+    batch_size=Int(1),
+    learning_rate=Float(0, low_open=True),
+    test_samples=Int(1),
+    whiten=Bool(),
+    ard=Bool(),
+    seed=Int(0),
+    progress=Bool(),
+)
+def run_uci_model(
+    name: str,
+    model: str,
+    split: int,
+    *,
+    steps: int,
+    batch_size: int = 10_000,
+    learning_rate: float = 0.01,
+    test_samples: int = 100,
+    whiten: bool = False,
+    ard: bool = True,
+    seed: int = 0,
+    progress: bool = False,
+    data_dir=None,
+    checkpoint_dir=None,
+) -> dict:
+    """Train and evaluate one model of UCI_MODELS on one split of a UCI set (Section 9); return a
+    row.
 
     checkpoint_dir: where training checkpoints and resumes (see train_dgp); the row's train_seconds
     is then the time of this call's part of the training."""
@@ -851,27 +1050,68 @@ def run_uci_model(name: str, model: str, split: int, *, steps: int, batch_size: 
     x, y = std.x(s.x_train), std.y(s.y_train)
     dgp = build_dgp(x, y, layers, num_inducing=inducing, whiten=whiten, ard=ard, seed=seed + split)
     began = time.perf_counter()
-    dgp, hist = train_dgp(dgp, x, y, steps=steps, batch_size=batch_size, learning_rate=learning_rate,
-                          seed=seed + split, progress=progress, checkpoint_dir=checkpoint_dir)
+    dgp, hist = train_dgp(
+        dgp,
+        x,
+        y,
+        steps=steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        seed=seed + split,
+        progress=progress,
+        checkpoint_dir=checkpoint_dir,
+    )
     seconds = time.perf_counter() - began
-    row = {"dataset": name, "split": split, "model": model, "steps": steps, "whiten": whiten, "ard": ard,
-           "train_seconds": round(seconds, 2),
-           "final_loss": float(np.mean(hist["loss"][-100:]))}
-    row.update(evaluate_dgp(dgp, std, s.x_test, s.y_test, num_samples=test_samples, seed=seed + split))
+    row = {
+        "dataset": name,
+        "split": split,
+        "model": model,
+        "steps": steps,
+        "whiten": whiten,
+        "ard": ard,
+        "train_seconds": round(seconds, 2),
+        "final_loss": float(np.mean(hist["loss"][-100:])),
+    }
+    row.update(
+        evaluate_dgp(dgp, std, s.x_test, s.y_test, num_samples=test_samples, seed=seed + split)
+    )
     return row
 
 
 @_experiment(
-    "dgp-uci", chapter="dgp",
-    book={"datasets": ["energy"], "splits": [0], "models": ["SGP", "DGP 2"],
-          "steps": 2500, "batch_size": 10_000, "test_samples": 100, "whiten": True},
-    paper={"datasets": ["bostonHousing", "concrete", "energy", "kin8nm", "naval-propulsion-plant", "power-plant",
-                        "protein-tertiary-structure", "wine-quality-red"],
-           "splits": "all", "models": list(UCI_MODELS), "steps": 10_000, "batch_size": 10_000, "test_samples": 100,
-           "whiten": False},
+    "dgp-uci",
+    chapter="dgp",
+    book={
+        "datasets": ["energy"],
+        "splits": [0],
+        "models": ["SGP", "DGP 2"],
+        "steps": 2500,
+        "batch_size": 10_000,
+        "test_samples": 100,
+        "whiten": True,
+    },
+    paper={
+        "datasets": [
+            "bostonHousing",
+            "concrete",
+            "energy",
+            "kin8nm",
+            "naval-propulsion-plant",
+            "power-plant",
+            "protein-tertiary-structure",
+            "wine-quality-red",
+        ],
+        "splits": "all",
+        "models": list(UCI_MODELS),
+        "steps": 10_000,
+        "batch_size": 10_000,
+        "test_samples": 100,
+        "whiten": False,
+    },
 )
 def run_dgp_uci(config: dict) -> list:
-    """UCI regression, SGP / SGP 500 / DGP 2-5, the paper's Figure 1 grid (splits "all": every split)."""
+    """UCI regression, SGP / SGP 500 / DGP 2-5, the paper's Figure 1 grid (splits "all": every
+    split)."""
     from lib.data import UCI_DATASETS
     from lib.toolkit import run_unit
 
@@ -880,15 +1120,29 @@ def run_dgp_uci(config: dict) -> list:
         splits = range(UCI_DATASETS[name][2]) if config["splits"] == "all" else config["splits"]
         for split in splits:
             for model in config["models"]:
-                rows.append(run_unit(f"{name} split {split} {model}", lambda checkpoint_dir: run_uci_model(
-                    name, model, split, steps=config["steps"], batch_size=config["batch_size"],
-                    test_samples=config["test_samples"], whiten=config["whiten"], checkpoint_dir=checkpoint_dir)))
+                rows.append(
+                    run_unit(
+                        f"{name} split {split} {model}",
+                        lambda checkpoint_dir: run_uci_model(
+                            name,
+                            model,
+                            split,
+                            steps=config["steps"],
+                            batch_size=config["batch_size"],
+                            test_samples=config["test_samples"],
+                            whiten=config["whiten"],
+                            checkpoint_dir=checkpoint_dir,
+                        ),
+                    )
+                )
     return rows
 
 
 # %% book/dgp.md
 @checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), num_samples=Int(1))
-def gradient_step(model: DeepGP, x, y, *, num_samples: int = 1, compiler_options: dict | None | str = "default"):
+def gradient_step(
+    model: DeepGP, x, y, *, num_samples: int = 1, compiler_options: dict | None | str = "default"
+):
     """One Adam step on the bound of the batch x, y, compiled as `train_dgp` compiles it (a
     `FlatStep`; compiler_options "default": `step_compiler_options` of x's dtype, else the XLA
     options given, None for none): (step, leaves, batch, key) with
@@ -899,14 +1153,17 @@ def gradient_step(model: DeepGP, x, y, *, num_samples: int = 1, compiler_options
 
     tx = optax.adam(0.01)
     graphdef, state = nnx_train_state(model, tx)
-    step = FlatStep(nnx_step(graphdef, tx, lambda m, b, k: (-m.elbo(b[0], b[1], k, num_samples), {})), state,
-                    compiler_options=step_compiler_options(jnp.asarray(x).dtype)
-                    if compiler_options == "default" else compiler_options)
+    step = FlatStep(
+        nnx_step(graphdef, tx, lambda m, b, k: (-m.elbo(b[0], b[1], k, num_samples), {})),
+        state,
+        compiler_options=step_compiler_options(jnp.asarray(x).dtype)
+        if compiler_options == "default"
+        else compiler_options,
+    )
     return step, step.flatten(state), (jnp.asarray(x), jnp.asarray(y)), jax.random.key(0)
 
 
-@checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), repeats=Int(1),
-        num_samples=Int(1))
+@checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), repeats=Int(1), num_samples=Int(1))
 def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: int = 1) -> float:
     """Median seconds of one jitted gradient step of the bound on the batch x, y (Section 10)."""
     import time
@@ -925,7 +1182,8 @@ def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: i
 
 @checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), num_samples=Int(1))
 def gradient_step_flops(model: DeepGP, x, y, *, num_samples: int = 1) -> float:
-    """Floating-point operations of that step, as XLA's cost analysis of the compiled step counts them.
+    """Floating-point operations of that step, as XLA's cost analysis of the compiled step counts
+    them.
 
     Counted on the step with the whole batch in one chunk (XLA counts the body of map_rows' loop
     once), so the chunks' recomputation in the backward pass is not included: the work of the
@@ -946,27 +1204,40 @@ def gradient_step_flops(model: DeepGP, x, y, *, num_samples: int = 1) -> float:
 
 # %% book/dgp.md
 @_experiment(
-    "dgp-kin8nm", chapter="dgp",
+    "dgp-kin8nm",
+    chapter="dgp",
     book={"models": ["SGP", "DGP 2"], "steps": 200, "split": 0, "whiten": False, "ard": True},
     paper={"models": list(UCI_MODELS), "steps": 5000, "split": 0, "whiten": False, "ard": True},
 )
 def run_dgp_kin8nm(config: dict) -> list:
-    """kin8nm, one split, the settings of the authors' notebook (5,000 Adam steps, full batch); ard=False for
-    its kernels' single lengthscale (Section 11)."""
+    """kin8nm, one split, the settings of the authors' notebook (5,000 Adam steps, full batch);
+    ard=False for its kernels' single lengthscale (Section 11)."""
     from lib.toolkit import run_unit
 
     def unit(model, checkpoint_dir):
-        return run_uci_model("kin8nm", model, config["split"], steps=config["steps"], whiten=config["whiten"],
-                             ard=config.get("ard", True), checkpoint_dir=checkpoint_dir)
+        return run_uci_model(
+            "kin8nm",
+            model,
+            config["split"],
+            steps=config["steps"],
+            whiten=config["whiten"],
+            ard=config.get("ard", True),
+            checkpoint_dir=checkpoint_dir,
+        )
 
-    return [run_unit(f"kin8nm split {config['split']} {model}", partial(unit, model)) for model in config["models"]]
+    return [
+        run_unit(f"kin8nm split {config['split']} {model}", partial(unit, model))
+        for model in config["models"]
+    ]
 
 
 # %% book/dgp.md
-@checks(model=Instance(DeepGP), x_test=Array(ndim=2), num_samples=Int(1), seed=Int(0),
-        batch_size=Int(1))
-def evaluate_classifier(model: DeepGP, x_test, y_test, *, num_samples: int = 100, seed: int = 1,
-                        batch_size: int = 100) -> dict:
+@checks(
+    model=Instance(DeepGP), x_test=Array(ndim=2), num_samples=Int(1), seed=Int(0), batch_size=Int(1)
+)
+def evaluate_classifier(
+    model: DeepGP, x_test, y_test, *, num_samples: int = 100, seed: int = 1, batch_size: int = 100
+) -> dict:
     """Test accuracy and mean test log-likelihood of a classifier DeepGP (RobustMax or Bernoulli).
 
     x_test (N, D); y_test (N, 1) class indices (RobustMax) or (N, P) 0/1 labels (Bernoulli).
@@ -975,8 +1246,8 @@ def evaluate_classifier(model: DeepGP, x_test, y_test, *, num_samples: int = 100
     correct, logp = [], []
     predict = jax.jit(lambda xb, k: model.predict_y(xb, k, num_samples)[0])
     for start in range(0, len(x_test), batch_size):
-        xb = jnp.asarray(x_test[start:start + batch_size])
-        yb = np.asarray(y_test[start:start + batch_size])
+        xb = jnp.asarray(x_test[start : start + batch_size])
+        yb = np.asarray(y_test[start : start + batch_size])
         probs = np.asarray(predict(xb, jax.random.fold_in(key, start)))
         if isinstance(model.likelihood, RobustMax):
             label = yb[:, 0].astype(int)
@@ -985,11 +1256,13 @@ def evaluate_classifier(model: DeepGP, x_test, y_test, *, num_samples: int = 100
         else:
             correct.append(((probs > 0.5) == (yb > 0.5)).ravel())
             logp.append(np.log(np.where(yb > 0.5, probs, 1.0 - probs)).ravel())
-    return {"test_accuracy": float(np.mean(np.concatenate(correct))),
-            "test_log_likelihood": float(np.mean(np.concatenate(logp)))}
+    return {
+        "test_accuracy": float(np.mean(np.concatenate(correct))),
+        "test_log_likelihood": float(np.mean(np.concatenate(logp))),
+    }
 
 
-@checks(split=OneOf('train', 'test'))
+@checks(split=OneOf("train", "test"))
 def mnist_flat(split: str, data_dir=None):
     """MNIST as (N, 784) pixels in [0, 1] (float64) and (N, 1) labels."""
     from lib.data import load_mnist
@@ -1002,10 +1275,22 @@ MNIST_MODELS = {"SGP": 1, "DGP 2": 2, "DGP 3": 3}
 
 
 @_experiment(
-    "dgp-mnist", chapter="dgp",
-    book={"models": ["SGP"], "steps": 300, "batch_size": 1000, "test_points": 2000, "test_samples": 10},
-    paper={"models": list(MNIST_MODELS), "steps": 20_000, "batch_size": 1000, "test_points": 10_000,
-           "test_samples": 100},
+    "dgp-mnist",
+    chapter="dgp",
+    book={
+        "models": ["SGP"],
+        "steps": 300,
+        "batch_size": 1000,
+        "test_points": 2000,
+        "test_samples": 10,
+    },
+    paper={
+        "models": list(MNIST_MODELS),
+        "steps": 20_000,
+        "batch_size": 1000,
+        "test_points": 10_000,
+        "test_samples": 100,
+    },
 )
 def run_dgp_mnist(config: dict) -> list:
     """MNIST, robust-max likelihood, SGP and DGP 2-3 with the authors' run_mnist.py settings."""
@@ -1018,12 +1303,25 @@ def run_dgp_mnist(config: dict) -> list:
     from lib.toolkit import run_unit
 
     def unit(name, checkpoint_dir):
-        model = build_dgp(x, y, MNIST_MODELS[name], likelihood=RobustMax(10), lengthscale=2.0, kernel_variance=2.0)
+        model = build_dgp(
+            x, y, MNIST_MODELS[name], likelihood=RobustMax(10), lengthscale=2.0, kernel_variance=2.0
+        )
         began = time.perf_counter()
-        model, hist = train_dgp(model, x, y, steps=config["steps"], batch_size=config["batch_size"], progress=False,
-                                checkpoint_dir=checkpoint_dir)
-        row = {"model": name, "steps": config["steps"], "train_seconds": round(time.perf_counter() - began, 1),
-               "final_loss": float(np.mean(hist["loss"][-100:]))}
+        model, hist = train_dgp(
+            model,
+            x,
+            y,
+            steps=config["steps"],
+            batch_size=config["batch_size"],
+            progress=False,
+            checkpoint_dir=checkpoint_dir,
+        )
+        row = {
+            "model": name,
+            "steps": config["steps"],
+            "train_seconds": round(time.perf_counter() - began, 1),
+            "final_loss": float(np.mean(hist["loss"][-100:])),
+        }
         row.update(evaluate_classifier(model, xt, yt, num_samples=config["test_samples"]))
         return row
 
@@ -1095,16 +1393,26 @@ def _uci_files(dataset: str) -> tuple[str, ...]:
     return tuple(f"results/dgp/dgp-uci.{part}.json" for part in _UCI_PARTS[dataset])
 
 
-
 _SGP_SHORT = "the single-layer GP falls short of the paper's accuracy; SGP < DGP 2 < DGP 3 holds"
 
 
 def _mnist_accuracy(model: str, part: str, value: float, **kw) -> Claim:
     """Sec. 4's MNIST test accuracy of `model` (%), read from results/dgp/dgp-mnist.<part>.json."""
     path = f"results/dgp/dgp-mnist.{part}.json"
-    return Claim("dgp", "Sec. 4 (MNIST)", model, "test accuracy (%)", value, tolerance=0.1,
-                 direction="at least", sources=(path,), section="dgp#dgp-mnist",
-                 ours=lambda r: 100 * r[path]["rows"][0]["test_accuracy"], **kw)
+    return Claim(
+        "dgp",
+        "Sec. 4 (MNIST)",
+        model,
+        "test accuracy (%)",
+        value,
+        tolerance=0.1,
+        direction="at least",
+        sources=(path,),
+        section="dgp#dgp-mnist",
+        ours=lambda r: 100 * r[path]["rows"][0]["test_accuracy"],
+        **kw,
+    )
+
 
 CLAIMS = [
     *(
@@ -1226,45 +1534,45 @@ CLAIMS = [
 
 
 __all__ = [
-    'Bernoulli',
-    'CLAIMS',
-    'CholeskyError',
-    'Constant',
-    'DeepGP',
-    'Gaussian',
-    'MNIST_MODELS',
-    'RBF',
-    'RobustMax',
-    'SVGPLayer',
-    'Standardizer',
-    'UCI_MODELS',
-    'build_dgp',
-    'cholesky_factors',
-    'conditional_marginals',
-    'default_chunk_rows',
-    'evaluate_classifier',
-    'evaluate_dgp',
-    'gauss_hermite',
-    'gauss_kl',
-    'gradient_step',
-    'gradient_step_flops',
-    'kmeans_inducing',
-    'linear_mean_matrix',
-    'map_rows',
-    'marginal_operators',
-    'marginals_from_operators',
-    'mnist_flat',
-    'normal_cdf',
-    'quadratic_forms',
-    'rbf',
-    'run_dgp_kin8nm',
-    'run_dgp_mnist',
-    'run_dgp_uci',
-    'run_uci_model',
-    'safe_cholesky',
-    'softplus_inverse',
-    'step_compiler_options',
-    'time_gradient_step',
-    'train_dgp',
-    'uci_paired_mean',
+    "Bernoulli",
+    "CLAIMS",
+    "CholeskyError",
+    "Constant",
+    "DeepGP",
+    "Gaussian",
+    "MNIST_MODELS",
+    "RBF",
+    "RobustMax",
+    "SVGPLayer",
+    "Standardizer",
+    "UCI_MODELS",
+    "build_dgp",
+    "cholesky_factors",
+    "conditional_marginals",
+    "default_chunk_rows",
+    "evaluate_classifier",
+    "evaluate_dgp",
+    "gauss_hermite",
+    "gauss_kl",
+    "gradient_step",
+    "gradient_step_flops",
+    "kmeans_inducing",
+    "linear_mean_matrix",
+    "map_rows",
+    "marginal_operators",
+    "marginals_from_operators",
+    "mnist_flat",
+    "normal_cdf",
+    "quadratic_forms",
+    "rbf",
+    "run_dgp_kin8nm",
+    "run_dgp_mnist",
+    "run_dgp_uci",
+    "run_uci_model",
+    "safe_cholesky",
+    "softplus_inverse",
+    "step_compiler_options",
+    "time_gradient_step",
+    "train_dgp",
+    "uci_paired_mean",
 ]

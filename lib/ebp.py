@@ -25,10 +25,12 @@ from lib.toolkit import mnist_arrays
 # %% book/ebp.md
 @jax.tree_util.register_pytree_node_class
 class SparseRows:
-    """n rows of a sparse matrix, flattened: row `row[k]` has value `val[k]` in column `idx[k]` (padding: val 0).
+    """n rows of a sparse matrix, flattened: row `row[k]` has value `val[k]` in column `idx[k]`
+    (padding: val 0).
 
     Layer-one products gather the columns of W that occur and sum them per row, so a 230,000-feature
-    input is never densified. `n` (the number of rows) is static; stacked batches scan like arrays."""
+    input is never densified. `n` (the number of rows) is static; stacked batches scan like
+    arrays."""
 
     def __init__(self, idx, val, row, n: int):
         self.idx, self.val, self.row, self.n = idx, val, row, n
@@ -42,30 +44,38 @@ class SparseRows:
 
 
 def sparse_rows(x, rows=None, width: int | None = None) -> SparseRows:
-    """The rows `rows` (default all) of a scipy.sparse matrix as SparseRows, padded to `width` nonzeros."""
+    """The rows `rows` (default all) of a scipy.sparse matrix as SparseRows, padded to `width`
+    nonzeros."""
     x = x if rows is None else x[np.asarray(rows)]
     x = x.tocoo()
     nnz = x.nnz if width is None else width
     if x.nnz > nnz:
         raise ValueError(f"{x.nnz} nonzeros do not fit in width {nnz}")
     pad = nnz - x.nnz
-    return SparseRows(jnp.asarray(np.concatenate([x.col, np.zeros(pad, int)]), jnp.int32),
-                      jnp.asarray(np.concatenate([x.data, np.zeros(pad)]), jnp.float32),
-                      jnp.asarray(np.concatenate([x.row, np.zeros(pad, int)]), jnp.int32), x.shape[0])
+    return SparseRows(
+        jnp.asarray(np.concatenate([x.col, np.zeros(pad, int)]), jnp.int32),
+        jnp.asarray(np.concatenate([x.data, np.zeros(pad)]), jnp.float32),
+        jnp.asarray(np.concatenate([x.row, np.zeros(pad, int)]), jnp.int32),
+        x.shape[0],
+    )
 
 
-@checks(order=Array(ndim=1, dtype='integer'), batch_size=Int(1))
+@checks(order=Array(ndim=1, dtype="integer"), batch_size=Int(1))
 def sparse_batches(x, order, batch_size: int) -> SparseRows:
-    """Consecutive batches of `order`'s rows, stacked (leading axis: batch), padded to the largest batch."""
+    """Consecutive batches of `order`'s rows, stacked (leading axis: batch), padded to the largest
+    batch."""
     batches = np.asarray(order)[: (len(order) // batch_size) * batch_size].reshape(-1, batch_size)
     nnz = np.diff(x.indptr)
     width = max(int(nnz[b].sum()) for b in batches)
     parts = [sparse_rows(x, b, width) for b in batches]
-    return SparseRows(*(jnp.stack([getattr(p, f) for p in parts]) for f in ("idx", "val", "row")), batch_size)
+    return SparseRows(
+        *(jnp.stack([getattr(p, f) for p in parts]) for f in ("idx", "val", "row")), batch_size
+    )
 
 
 def check_inputs(x, name: str = "x"):
-    """Dense inputs -> a float32 jax array; scipy.sparse -> CSR (float64 values kept on the host)."""
+    """Dense inputs -> a float32 jax array; scipy.sparse -> CSR (float64 values kept on the
+    host)."""
     import scipy.sparse as sp
 
     if sp.issparse(x):
@@ -79,8 +89,8 @@ def check_inputs(x, name: str = "x"):
 def _matvec(w, x, power: int = 1):
     """(B, out) = sum_j w[:, j] x_j^power for each row x of the batch (dense, or SparseRows)."""
     if isinstance(x, SparseRows):
-        return jax.ops.segment_sum((w[:, x.idx] * x.val ** power).T, x.row, num_segments=x.n)
-    return (x ** power) @ w.T
+        return jax.ops.segment_sum((w[:, x.idx] * x.val**power).T, x.row, num_segments=x.n)
+    return (x**power) @ w.T
 
 
 def _outer_add(w, g, x):
@@ -95,23 +105,29 @@ KINDS = ("binary", "real")
 
 
 class EBPNet(NamedTuple):
-    """Mean-field posterior of a sign network. fields[l] (out, in): for binary weights the field h with
-    P(W = +1) = sigmoid(2h), mean tanh(h); for real weights the posterior mean (variance fixed at 1).
-    biases[l] (out,): real biases, point estimates updated like weights with input 1."""
+    """Mean-field posterior of a sign network. fields[l] (out, in): for binary weights the field h
+    with P(W = +1) = sigmoid(2h), mean tanh(h); for real weights the posterior mean (variance fixed
+    at 1). biases[l] (out,): real biases, point estimates updated like weights with input 1."""
+
     fields: tuple
     biases: tuple
 
 
 @checks(key=Key(), sigma_w=Float(0, low_open=True))
 def init_ebp(key, sizes: Sequence[int], *, sigma_w: float = 1.0) -> EBPNet:
-    """fields ~ U(-1/2, 1/2) sqrt(12 sigma_w / K): variance sigma_w / K (the authors' code); biases 0."""
+    """fields ~ U(-1/2, 1/2) sqrt(12 sigma_w / K): variance sigma_w / K (the authors' code); biases
+    0."""
     for n in sizes:
         Int(1).check(n, "sizes")
     if len(sizes) < 2:
-        raise ValueError(f"sizes must list at least an input and an output width, all >= 1, got {sizes}")
+        raise ValueError(
+            f"sizes must list at least an input and an output width, all >= 1, got {sizes}"
+        )
     keys = jax.random.split(key, len(sizes) - 1)
-    fields = tuple((jax.random.uniform(k, (o, i)) - 0.5) * math.sqrt(12 * sigma_w / i)
-                   for k, i, o in zip(keys, sizes[:-1], sizes[1:]))
+    fields = tuple(
+        (jax.random.uniform(k, (o, i)) - 0.5) * math.sqrt(12 * sigma_w / i)
+        for k, i, o in zip(keys, sizes[:-1], sizes[1:])
+    )
     return EBPNet(fields, tuple(jnp.zeros(o) for o in sizes[1:]))
 
 
@@ -122,8 +138,9 @@ def weight_mean(h, kind: str):
 
 @checks(net=Instance(EBPNet), kind=OneOf(*KINDS), extra_var=Float(0))
 def ebp_forward(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
-    """Eq. 4.1-4.2: mean and variance of every layer's normalised input u = (W v + b) / sqrt(K + 1), and the
-    mean <v> of its sign, under the factorised posterior and the large fan-in Gaussian approximation.
+    """Eq. 4.1-4.2: mean and variance of every layer's normalised input u = (W v + b) / sqrt(K + 1),
+    and the mean <v> of its sign, under the factorised posterior and the large fan-in Gaussian
+    approximation.
 
     Returns (inputs, mus, variances, <v_L>): inputs[l] is <v_{l-1}> (x for l = 0), each (B, width).
     extra_var: a constant added to every layer's summed variance (1 in the authors' code).
@@ -133,26 +150,27 @@ def ebp_forward(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
     for l, (h, b) in enumerate(zip(net.fields, net.biases)):
         k1 = h.shape[1] + 1.0
         wm = weight_mean(h, kind)
-        second = 1.0 if kind == "binary" else h ** 2 + 1.0            # E[W^2]
-        if l == 0:                                                    # deterministic real input x
+        second = 1.0 if kind == "binary" else h**2 + 1.0  # E[W^2]
+        if l == 0:  # deterministic real input x
             mu = (_matvec(wm, m) + b) / math.sqrt(k1)
-            var = (_matvec(second - wm ** 2, m, 2) + extra_var) / k1  # sum_r Var(W) x_r^2
-        else:                                                         # v in {-1, 1}: E[v^2] = 1
+            var = (_matvec(second - wm**2, m, 2) + extra_var) / k1  # sum_r Var(W) x_r^2
+        else:  # v in {-1, 1}: E[v^2] = 1
             mu = (m @ wm.T + b) / math.sqrt(k1)
-            total = jnp.sum(second * jnp.ones_like(h), 1)             # sum_r E[W^2] E[v^2]
-            var = (total - (m ** 2) @ (wm ** 2).T + extra_var) / k1
+            total = jnp.sum(second * jnp.ones_like(h), 1)  # sum_r E[W^2] E[v^2]
+            var = (total - (m**2) @ (wm**2).T + extra_var) / k1
         inputs.append(m)
         mus.append(mu)
         variances.append(var)
-        m = jax.scipy.special.erf(mu / jnp.sqrt(2 * var))               # <v> = 2 Phi(mu / sigma) - 1
+        m = jax.scipy.special.erf(mu / jnp.sqrt(2 * var))  # <v> = 2 Phi(mu / sigma) - 1
     return inputs, mus, variances, m
 
 
 # %% book/ebp.md
 @checks(z=Array())
 def mills_ratio(z):
-    """phi(z) / Phi(z), finite for every float32 z (through log_ndtr); ~ -z as z -> -inf, -> 0 as z -> inf."""
-    return jnp.exp(-0.5 * z ** 2 - 0.5 * math.log(2 * math.pi) - log_ndtr(z))
+    """phi(z) / Phi(z), finite for every float32 z (through log_ndtr); ~ -z as z -> -inf, -> 0 as z
+    -> inf."""
+    return jnp.exp(-0.5 * z**2 - 0.5 * math.log(2 * math.pi) - log_ndtr(z))
 
 
 @checks(mu=Array(), var=Array(), y=Array())
@@ -164,22 +182,28 @@ def output_delta(mu, var, y):
 
 @checks(mu=Array(), var=Array(), y=Array())
 def asymptotic_output_delta(mu, var, y):
-    """Footnote 4's limit of output_delta for |mu / sigma| -> inf: -mu / sigma^2 when y mu < 0, else 0."""
+    """Footnote 4's limit of output_delta for |mu / sigma| -> inf: -mu / sigma^2 when y mu < 0, else
+    0."""
     return jnp.where(y * mu < 0, -mu / var, 0.0)
 
 
 @checks(net=Instance(EBPNet), kind=OneOf(*KINDS), extra_var=Float(0))
 def ebp_update(net: EBPNet, x, y, kind: str, *, extra_var: float = 1.0) -> EBPNet:
-    """One Bayes-like update (eqs. 4.3-4.5) from a minibatch: x (B, M) or SparseRows, y (B, n_out) in {-1, 1}."""
+    """One Bayes-like update (eqs. 4.3-4.5) from a minibatch: x (B, M) or SparseRows, y (B, n_out)
+    in {-1, 1}."""
     inputs, mus, variances, _ = ebp_forward(net, x, kind, extra_var=extra_var)
     deltas = [output_delta(mus[-1], variances[-1], y)]
-    for l in range(len(net.fields) - 1, 0, -1):                       # eq. 4.4
+    for l in range(len(net.fields) - 1, 0, -1):  # eq. 4.4
         k1 = net.fields[l].shape[1] + 1.0
         sigma = jnp.sqrt(variances[l - 1])
-        density = jnp.exp(-0.5 * (mus[l - 1] / sigma) ** 2) / (math.sqrt(2 * math.pi) * sigma)  # N(0 | mu, s^2)
-        deltas.insert(0, 2 / math.sqrt(k1) * density * (deltas[0] @ weight_mean(net.fields[l], kind)))
+        density = jnp.exp(-0.5 * (mus[l - 1] / sigma) ** 2) / (
+            math.sqrt(2 * math.pi) * sigma
+        )  # N(0 | mu, s^2)
+        deltas.insert(
+            0, 2 / math.sqrt(k1) * density * (deltas[0] @ weight_mean(net.fields[l], kind))
+        )
     fields, biases = [], []
-    for l, (h, b) in enumerate(zip(net.fields, net.biases)):          # eq. 4.5
+    for l, (h, b) in enumerate(zip(net.fields, net.biases)):  # eq. 4.5
         step = deltas[l] / math.sqrt(h.shape[1] + 1.0)
         fields.append(_outer_add(h, step, inputs[l]) if l == 0 else h + step.T @ inputs[l])
         biases.append(b + jnp.sum(step, 0))
@@ -194,7 +218,8 @@ def ebp_p(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
 
 
 def sign_network(weights, biases, x):
-    """A deterministic sign network: hidden v = sign(W v + b); returns the output layer's W v + b."""
+    """A deterministic sign network: hidden v = sign(W v + b); returns the output layer's W v +
+    b."""
     v = x
     for l, (w, b) in enumerate(zip(weights, biases)):
         a = (_matvec(w, v) if l == 0 else v @ w.T) + b
@@ -204,17 +229,23 @@ def sign_network(weights, biases, x):
 
 @checks(net=Instance(EBPNet), kind=OneOf(*KINDS))
 def ebp_d(net: EBPNet, x, kind: str):
-    """EBP-D (eq. 4.6): the network of the most probable weights, sign(h) (binary) or the mean (real)."""
+    """EBP-D (eq. 4.6): the network of the most probable weights, sign(h) (binary) or the mean
+    (real)."""
     return sign_network([jnp.sign(h) if kind == "binary" else h for h in net.fields], net.biases, x)
 
 
 @checks(net=Instance(EBPNet), kind=OneOf(*KINDS), key=Key(), n_networks=Int(1))
 def ebp_ensemble(net: EBPNet, x, kind: str, key, n_networks: int = 16):
-    """Mean output sign of n_networks sign networks with weights drawn from the factorised posterior."""
+    """Mean output sign of n_networks sign networks with weights drawn from the factorised
+    posterior."""
+
     def one(k):
         ks = jax.random.split(k, len(net.fields))
         if kind == "binary":
-            ws = [jnp.where(jax.random.uniform(kk, h.shape) < jax.nn.sigmoid(2 * h), 1.0, -1.0) for kk, h in zip(ks, net.fields)]
+            ws = [
+                jnp.where(jax.random.uniform(kk, h.shape) < jax.nn.sigmoid(2 * h), 1.0, -1.0)
+                for kk, h in zip(ks, net.fields)
+            ]
         else:
             ws = [h + jax.random.normal(kk, h.shape) for kk, h in zip(ks, net.fields)]
         return jnp.sign(sign_network(ws, net.biases, x))
@@ -224,9 +255,9 @@ def ebp_ensemble(net: EBPNet, x, kind: str, key, n_networks: int = 16):
 
 @checks(output=Array(), y=Array())
 def error_rate(output, y) -> float:
-    """Share of rows classified wrongly. Labels with one +1 per row over several outputs (classes coded one
-    against the rest, `one_vs_rest`): the largest output is not that class. Otherwise: some output's sign
-    differs from y (a zero output counts as an error).
+    """Share of rows classified wrongly. Labels with one +1 per row over several outputs (classes
+    coded one against the rest, `one_vs_rest`): the largest output is not that class. Otherwise:
+    some output's sign differs from y (a zero output counts as an error).
 
     output (n,) or (n, n_out); y the same shape, or (n,) with one output (as `load_ebp` gives
     labels).
@@ -237,8 +268,10 @@ def error_rate(output, y) -> float:
     if y.ndim == 1 and output.shape[-1] == 1:
         y = y[:, None]
     if y.shape != output.shape:
-        raise ValueError(f"y must have the shape of the outputs {tuple(output.shape)} (or "
-                         f"({output.shape[0]},) with one output), got {tuple(y.shape)}")
+        raise ValueError(
+            f"y must have the shape of the outputs {tuple(output.shape)} (or "
+            f"({output.shape[0]},) with one output), got {tuple(y.shape)}"
+        )
     if not bool(jnp.all((y == 1) | (y == -1))):
         raise ValueError("y must hold labels -1 and +1 (one_vs_rest codes class labels)")
     if y.shape[-1] > 1 and bool(jnp.all(jnp.sum(y > 0, -1) == 1)):
@@ -246,9 +279,10 @@ def error_rate(output, y) -> float:
     return float(jnp.mean(jnp.any(jnp.sign(output) != y, -1)))
 
 
-@checks(labels=Array(ndim=1, dtype='integer'), n_classes=Int(2))
+@checks(labels=Array(ndim=1, dtype="integer"), n_classes=Int(2))
 def one_vs_rest(labels, n_classes: int) -> np.ndarray:
-    """Class labels 0..n_classes-1 as (n, n_classes) targets: +1 for the class, -1 for the others."""
+    """Class labels 0..n_classes-1 as (n, n_classes) targets: +1 for the class, -1 for the
+    others."""
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size and (labels.min() < 0 or labels.max() >= n_classes):
         raise ValueError(f"labels must be a vector of integers in 0..{n_classes - 1}")
@@ -278,7 +312,9 @@ def _apply_update(spec: tuple, net: EBPNet, x, y) -> EBPNet:
 
 @partial(jax.jit, static_argnames=("spec",))
 def _scan_batches(net, batches_x, batches_y, spec):
-    return jax.lax.scan(lambda n, b: (_apply_update(spec, n, b[0], b[1]), None), net, (batches_x, batches_y))[0]
+    return jax.lax.scan(
+        lambda n, b: (_apply_update(spec, n, b[0], b[1]), None), net, (batches_x, batches_y)
+    )[0]
 
 
 @partial(jax.jit, static_argnames=("spec", "batch_size"))
@@ -292,20 +328,39 @@ def _as_device(x):
     return x if isinstance(x, jax.Array) else sparse_rows(x)
 
 
-@checks(net=Instance(EBPNet), key=Key(), epochs=Int(1), batch_size=Int(1),
-        evaluate=Maybe(Function()))
-def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_size: int, evaluate=None,
-                  x_test=None, y_test=None, checkpoint_dir=None) -> tuple[EBPNet, list]:
-    """`epochs` shuffled passes of minibatch updates `spec` (the last partial minibatch of a pass is left
-    out); after each, evaluate(net, x_test, y_test) -> dict. x: dense (n, M) or scipy.sparse.
-    checkpoint_dir: save the network and the history there after every pass, and resume from the latest."""
+@checks(
+    net=Instance(EBPNet), key=Key(), epochs=Int(1), batch_size=Int(1), evaluate=Maybe(Function())
+)
+def online_passes(
+    net: EBPNet,
+    x,
+    y,
+    key,
+    spec: tuple,
+    *,
+    epochs: int,
+    batch_size: int,
+    evaluate=None,
+    x_test=None,
+    y_test=None,
+    checkpoint_dir=None,
+) -> tuple[EBPNet, list]:
+    """`epochs` shuffled passes of minibatch updates `spec` (the last partial minibatch of a pass is
+    left out); after each, evaluate(net, x_test, y_test) -> dict. x: dense (n, M) or scipy.sparse.
+    checkpoint_dir: save the network and the history there after every pass, and resume from the
+    latest."""
     x = check_inputs(x)
     y = check_labels(y, x.shape[0])
     if x.shape[1] != net.fields[0].shape[1]:
-        raise ValueError(f"inputs have {x.shape[1]} features but the network's first layer takes "
-                         f"{net.fields[0].shape[1]}")
+        raise ValueError(
+            f"inputs have {x.shape[1]} features but the network's first layer takes "
+            f"{net.fields[0].shape[1]}"
+        )
     if y.shape[1] != net.fields[-1].shape[0]:
-        raise ValueError(f"labels have {y.shape[1]} columns but the network has {net.fields[-1].shape[0]} outputs")
+        raise ValueError(
+            f"labels have {y.shape[1]} columns but the network has {net.fields[-1].shape[0]} "
+            "outputs"
+        )
     if batch_size > x.shape[0]:
         raise ValueError(f"batch_size ({batch_size}) must not exceed the {x.shape[0]} rows of x")
     if x_test is not None:
@@ -327,8 +382,12 @@ def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_siz
             for l, a in enumerate(arrays):
                 if not bool(jnp.isfinite(a).all()):
                     bad = np.asarray(a)[~np.isfinite(np.asarray(a))][0]
-                    raise NonFiniteError(epoch + 1, f"{name}[{l}]", float(bad),
-                                         f"training {spec[0]} diverged in pass {epoch + 1}")
+                    raise NonFiniteError(
+                        epoch + 1,
+                        f"{name}[{l}]",
+                        float(bad),
+                        f"training {spec[0]} diverged in pass {epoch + 1}",
+                    )
         if x_test is not None and evaluate is not None:
             history.append({"epoch": epoch + 1, **evaluate(net, x_test, y_test)})
         if checkpoint_dir is not None:
@@ -336,25 +395,58 @@ def online_passes(net: EBPNet, x, y, key, spec: tuple, *, epochs: int, batch_siz
     return net, history
 
 
-@checks(net=Instance(EBPNet), key=Key(), kind=OneOf(*KINDS), epochs=Int(1), batch_size=Int(1),
-        extra_var=Float(0))
-def train_ebp(net: EBPNet, x, y, key, *, kind: str, epochs: int = 3, batch_size: int = 10,
-              extra_var: float = 1.0, x_test=None, y_test=None, checkpoint_dir=None) -> tuple[EBPNet, list]:
-    """Online EBP; returns (net, per-epoch test errors of EBP-P and EBP-D). checkpoint_dir: see online_passes."""
+@checks(
+    net=Instance(EBPNet),
+    key=Key(),
+    kind=OneOf(*KINDS),
+    epochs=Int(1),
+    batch_size=Int(1),
+    extra_var=Float(0),
+)
+def train_ebp(
+    net: EBPNet,
+    x,
+    y,
+    key,
+    *,
+    kind: str,
+    epochs: int = 3,
+    batch_size: int = 10,
+    extra_var: float = 1.0,
+    x_test=None,
+    y_test=None,
+    checkpoint_dir=None,
+) -> tuple[EBPNet, list]:
+    """Online EBP; returns (net, per-epoch test errors of EBP-P and EBP-D). checkpoint_dir: see
+    online_passes."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
     def evaluate(net, xt, yt):
-        return {"EBP-P": error_rate(ebp_p(net, xt, kind, extra_var=extra_var), yt),
-                "EBP-D": error_rate(ebp_d(net, xt, kind), yt)}
+        return {
+            "EBP-P": error_rate(ebp_p(net, xt, kind, extra_var=extra_var), yt),
+            "EBP-D": error_rate(ebp_d(net, xt, kind), yt),
+        }
 
-    return online_passes(net, x, y, key, ("ebp", kind, float(extra_var)), epochs=epochs, batch_size=batch_size,
-                         evaluate=evaluate, x_test=x_test, y_test=y_test, checkpoint_dir=checkpoint_dir)
+    return online_passes(
+        net,
+        x,
+        y,
+        key,
+        ("ebp", kind, float(extra_var)),
+        epochs=epochs,
+        batch_size=batch_size,
+        evaluate=evaluate,
+        x_test=x_test,
+        y_test=y_test,
+        checkpoint_dir=checkpoint_dir,
+    )
 
 
 # %% book/ebp.md
 def _first_layer(cols, x):
-    """x W^T from W's columns: all of W for dense x, the gathered columns W[:, x.idx] for SparseRows."""
+    """x W^T from W's columns: all of W for dense x, the gathered columns W[:, x.idx] for
+    SparseRows."""
     if isinstance(x, SparseRows):
         return jax.ops.segment_sum((cols * x.val).T, x.row, num_segments=x.n)
     return x @ cols.T
@@ -366,39 +458,67 @@ def mlp_output(net: EBPNet, x, cols=None):
     h = x
     for l, (w, b) in enumerate(zip(net.fields, net.biases)):
         if l == 0:
-            a = _first_layer(cols if cols is not None else w[:, h.idx] if isinstance(h, SparseRows) else w, h) + b
+            a = (
+                _first_layer(
+                    cols if cols is not None else w[:, h.idx] if isinstance(h, SparseRows) else w, h
+                )
+                + b
+            )
         else:
             a = h @ w.T + b
         h = jnp.tanh(a) if l < len(net.fields) - 1 else a
     return h
 
 
-@checks(net=Instance(EBPNet), loss=OneOf('ce', 'mse'))
+@checks(net=Instance(EBPNet), loss=OneOf("ce", "mse"))
 def bp_loss(cols, net: EBPNet, x, y, loss: str):
-    """Cross-entropy (logistic, softplus(-y f)) or squared error ((tanh f - y)^2), averaged over the batch."""
+    """Cross-entropy (logistic, softplus(-y f)) or squared error ((tanh f - y)^2), averaged over the
+    batch."""
     out = mlp_output(net, x, cols)
     if loss == "ce":
         return jnp.mean(jax.nn.softplus(-y * out))
     return jnp.mean((jnp.tanh(out) - y) ** 2)
 
 
-@checks(net=Instance(EBPNet), lr=Float(0, low_open=True), loss=OneOf('ce', 'mse'))
+@checks(net=Instance(EBPNet), lr=Float(0, low_open=True), loss=OneOf("ce", "mse"))
 def bp_update(net: EBPNet, x, y, lr: float, loss: str) -> EBPNet:
     """One SGD step; for sparse x only the columns of W_1 that occur are read and written."""
     cols = net.fields[0][:, x.idx] if isinstance(x, SparseRows) else net.fields[0]
     g_cols, g_net = jax.grad(bp_loss, argnums=(0, 1))(cols, net, x, y, loss)
-    fields = [net.fields[0].at[:, x.idx].add(-lr * g_cols) if isinstance(x, SparseRows) else net.fields[0] - lr * g_cols]
+    fields = [
+        net.fields[0].at[:, x.idx].add(-lr * g_cols)
+        if isinstance(x, SparseRows)
+        else net.fields[0] - lr * g_cols
+    ]
     fields += [w - lr * g for w, g in zip(net.fields[1:], g_net.fields[1:])]
     return EBPNet(tuple(fields), tuple(b - lr * g for b, g in zip(net.biases, g_net.biases)))
 
 
-@checks(net=Instance(EBPNet), key=Key(), lr=Float(0, low_open=True), loss=OneOf('ce', 'mse'),
-        epochs=Int(1), batch_size=Int(1))
-def train_bp(net: EBPNet, x, y, key, *, lr: float, loss: str = "ce", epochs: int = 3, batch_size: int = 10,
-             x_test=None, y_test=None, checkpoint_dir=None) -> tuple[EBPNet, list]:
-    """Backpropagation baseline (SGD, constant learning rate) with the passes and minibatches of train_ebp;
-    per epoch, the test errors of the network ("BP") and of its sign-clipped copy ("clipped BP": weights
-    sign(W), real biases, sign units). checkpoint_dir: see online_passes."""
+@checks(
+    net=Instance(EBPNet),
+    key=Key(),
+    lr=Float(0, low_open=True),
+    loss=OneOf("ce", "mse"),
+    epochs=Int(1),
+    batch_size=Int(1),
+)
+def train_bp(
+    net: EBPNet,
+    x,
+    y,
+    key,
+    *,
+    lr: float,
+    loss: str = "ce",
+    epochs: int = 3,
+    batch_size: int = 10,
+    x_test=None,
+    y_test=None,
+    checkpoint_dir=None,
+) -> tuple[EBPNet, list]:
+    """Backpropagation baseline (SGD, constant learning rate) with the passes and minibatches of
+    train_ebp; per epoch, the test errors of the network ("BP") and of its sign-clipped copy
+    ("clipped BP": weights sign(W), real biases, sign units). checkpoint_dir: see online_passes."""
     if loss not in ("ce", "mse"):
         raise ValueError(f"loss must be 'ce' or 'mse', got {loss!r}")
 
@@ -406,28 +526,75 @@ def train_bp(net: EBPNet, x, y, key, *, lr: float, loss: str = "ce", epochs: int
         clipped = sign_network([jnp.sign(w) for w in net.fields], net.biases, xt)
         return {"BP": error_rate(mlp_output(net, xt), yt), "clipped BP": error_rate(clipped, yt)}
 
-    return online_passes(net, x, y, key, ("bp", float(lr), loss), epochs=epochs, batch_size=batch_size,
-                         evaluate=evaluate, x_test=x_test, y_test=y_test, checkpoint_dir=checkpoint_dir)
+    return online_passes(
+        net,
+        x,
+        y,
+        key,
+        ("bp", float(lr), loss),
+        epochs=epochs,
+        batch_size=batch_size,
+        evaluate=evaluate,
+        x_test=x_test,
+        y_test=y_test,
+        checkpoint_dir=checkpoint_dir,
+    )
 
 
 # %% book/ebp.md
 PAPER_TABLE1 = {  # test error % (Table 1, 8-fold cross-validation, best of three epochs)
-    "reuters_I654_I65": {"Real EBP-D": 14.5, "Real EBP-P": 11.35, "Binary EBP-D": 21.7, "Binary EBP-P": 9.95,
-                         "BP": 11.72, "AROW": 13.3, "Clipped BP": 26.15},
-    "reuters_I81_I83": {"Real EBP-D": 15.65, "Real EBP-P": 15.25, "Binary EBP-D": 23.15, "Binary EBP-P": 16.4,
-                        "BP": 15.27, "AROW": 18.2, "Clipped BP": 26.4},
-    "20News_comp": {"Real EBP-D": 5.06, "Real EBP-P": 4.96, "Binary EBP-D": 7.54, "Binary EBP-P": 4.44,
-                    "BP": 5.79, "AROW": 7.02, "Clipped BP": 13.07},
-    "apparel_books": {"Real EBP-D": 2.14, "Real EBP-P": 2.09, "Binary EBP-D": 2.45, "Binary EBP-P": 2.01,
-                      "BP": 2.24, "AROW": 2.96, "Clipped BP": 3.81},
-    "apparel_dvd": {"Real EBP-D": 2.06, "Real EBP-P": 2.14, "Binary EBP-D": 5.72, "Binary EBP-P": 2.27,
-                    "BP": 2.63, "AROW": 2.94, "Clipped BP": 5.15},
+    "reuters_I654_I65": {
+        "Real EBP-D": 14.5,
+        "Real EBP-P": 11.35,
+        "Binary EBP-D": 21.7,
+        "Binary EBP-P": 9.95,
+        "BP": 11.72,
+        "AROW": 13.3,
+        "Clipped BP": 26.15,
+    },
+    "reuters_I81_I83": {
+        "Real EBP-D": 15.65,
+        "Real EBP-P": 15.25,
+        "Binary EBP-D": 23.15,
+        "Binary EBP-P": 16.4,
+        "BP": 15.27,
+        "AROW": 18.2,
+        "Clipped BP": 26.4,
+    },
+    "20News_comp": {
+        "Real EBP-D": 5.06,
+        "Real EBP-P": 4.96,
+        "Binary EBP-D": 7.54,
+        "Binary EBP-P": 4.44,
+        "BP": 5.79,
+        "AROW": 7.02,
+        "Clipped BP": 13.07,
+    },
+    "apparel_books": {
+        "Real EBP-D": 2.14,
+        "Real EBP-P": 2.09,
+        "Binary EBP-D": 2.45,
+        "Binary EBP-P": 2.01,
+        "BP": 2.24,
+        "AROW": 2.96,
+        "Clipped BP": 3.81,
+    },
+    "apparel_dvd": {
+        "Real EBP-D": 2.06,
+        "Real EBP-P": 2.14,
+        "Binary EBP-D": 5.72,
+        "Binary EBP-P": 2.27,
+        "BP": 2.63,
+        "AROW": 2.94,
+        "Clipped BP": 5.15,
+    },
 }
 
 
 @checks(n=Int(1), fold=Int(0), n_folds=Int(2))
 def fold_indices(n: int, fold: int, n_folds: int = 8):
-    """The authors' contiguous folds: test rows round(fold n / K) .. round((fold + 1) n / K) - 1 (0-based)."""
+    """The authors' contiguous folds: test rows round(fold n / K) .. round((fold + 1) n / K) - 1
+    (0-based)."""
     if not 0 <= fold < n_folds:
         raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
     test = np.arange(round(fold * n / n_folds), round((fold + 1) * n / n_folds))
@@ -435,16 +602,31 @@ def fold_indices(n: int, fold: int, n_folds: int = 8):
 
 
 @_experiment(
-    "ebp-text", chapter="ebp",
-    book={"tasks": list(PAPER_TABLE1), "folds": [0], "hidden": 120, "epochs": 3, "batch_size": 10,
-          "bp_learning_rates": [0.01, 0.1], "seed": 0},
-    paper={"tasks": list(PAPER_TABLE1), "folds": list(range(8)), "hidden": 120, "epochs": 3, "batch_size": 10,
-           "bp_learning_rates": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3], "seed": 0},
+    "ebp-text",
+    chapter="ebp",
+    book={
+        "tasks": list(PAPER_TABLE1),
+        "folds": [0],
+        "hidden": 120,
+        "epochs": 3,
+        "batch_size": 10,
+        "bp_learning_rates": [0.01, 0.1],
+        "seed": 0,
+    },
+    paper={
+        "tasks": list(PAPER_TABLE1),
+        "folds": list(range(8)),
+        "hidden": 120,
+        "epochs": 3,
+        "batch_size": 10,
+        "bp_learning_rates": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3],
+        "seed": 0,
+    },
 )
 def run_ebp_text(config: dict) -> list:
-    """Table 1: Real / Binary EBP (-D, -P) and BP (CE and MSE, learning-rate scan, and sign-clipped) on the
-    text tasks, M -> hidden -> 1 with biases (hidden: a width, or a list of widths for a deeper network),
-    per fold and epoch."""
+    """Table 1: Real / Binary EBP (-D, -P) and BP (CE and MSE, learning-rate scan, and sign-clipped)
+    on the text tasks, M -> hidden -> 1 with biases (hidden: a width, or a list of widths for a
+    deeper network), per fold and epoch."""
     from lib.data import load_ebp
 
     rows = []
@@ -456,27 +638,50 @@ def run_ebp_text(config: dict) -> list:
         for fold in config["folds"]:
             train, test = fold_indices(len(y), fold)
             key = jax.random.key(config["seed"] * 1000 + fold)
-            common = dict(epochs=config["epochs"], batch_size=config["batch_size"], x_test=x[test], y_test=y[test])
+            common = dict(
+                epochs=config["epochs"],
+                batch_size=config["batch_size"],
+                x_test=x[test],
+                y_test=y[test],
+            )
             runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
-            runs += [(f"BP {loss} {lr:g}", partial(train_bp, loss=loss, lr=lr))
-                     for loss in ("ce", "mse") for lr in config["bp_learning_rates"]]
+            runs += [
+                (f"BP {loss} {lr:g}", partial(train_bp, loss=loss, lr=lr))
+                for loss in ("ce", "mse")
+                for lr in config["bp_learning_rates"]
+            ]
             for method, train_fn in runs:
+
                 def unit(checkpoint_dir, method=method, train_fn=train_fn):
                     began = time.perf_counter()
-                    _, history = train_fn(init_ebp(jax.random.fold_in(key, 1), sizes), x[train], y[train],
-                                          jax.random.fold_in(key, 2), checkpoint_dir=checkpoint_dir, **common)
+                    _, history = train_fn(
+                        init_ebp(jax.random.fold_in(key, 1), sizes),
+                        x[train],
+                        y[train],
+                        jax.random.fold_in(key, 2),
+                        checkpoint_dir=checkpoint_dir,
+                        **common,
+                    )
                     seconds = time.perf_counter() - began
-                    return [{"task": task, "fold": fold, "method": method, **h,
-                             "seconds_per_epoch": seconds / config["epochs"]} for h in history]
+                    return [
+                        {
+                            "task": task,
+                            "fold": fold,
+                            "method": method,
+                            **h,
+                            "seconds_per_epoch": seconds / config["epochs"],
+                        }
+                        for h in history
+                    ]
 
                 rows += run_unit(f"{task} fold {fold} {method}", unit)
     return rows
 
 
 def summarise_ebp_text(rows: list) -> dict:
-    """{task: {column: (error %, standard error %, folds)}} as in Table 1: the error of each fold averaged
-    over folds at each epoch, the best epoch kept; BP is the best (loss, learning rate) by that measure,
-    and Clipped BP its sign-clipped copy."""
+    """{task: {column: (error %, standard error %, folds)}} as in Table 1: the error of each fold
+    averaged over folds at each epoch, the best epoch kept; BP is the best (loss, learning rate) by
+    that measure, and Clipped BP its sign-clipped copy."""
     out = {}
     for task in dict.fromkeys(r["task"] for r in rows):
         mine = [r for r in rows if r["task"] == task]
@@ -489,44 +694,82 @@ def summarise_ebp_text(rows: list) -> dict:
                     by_epoch.setdefault(r["epoch"], []).append(100 * r[column])
             epoch = min(by_epoch, key=lambda e: np.mean(by_epoch[e]))
             e = np.asarray(by_epoch[epoch])
-            return float(e.mean()), float(e.std(ddof=1) / math.sqrt(len(e))) if len(e) > 1 else float("nan"), len(e)
+            return (
+                float(e.mean()),
+                float(e.std(ddof=1) / math.sqrt(len(e))) if len(e) > 1 else float("nan"),
+                len(e),
+            )
 
         for kind in ("Real", "Binary"):
             for out_kind in ("D", "P"):
                 table[f"{kind} EBP-{out_kind}"] = best(f"{kind} EBP", f"EBP-{out_kind}")
         bp = [m for m in dict.fromkeys(r["method"] for r in mine) if m.startswith("BP ")]
         chosen = min(bp, key=lambda m: best(m, "BP")[0])
-        table["BP"], table["Clipped BP"], table["BP setting"] = best(chosen, "BP"), best(chosen, "clipped BP"), chosen
+        table["BP"], table["Clipped BP"], table["BP setting"] = (
+            best(chosen, "BP"),
+            best(chosen, "clipped BP"),
+            chosen,
+        )
         out[task] = table
     return out
 
 
 # %% book/ebp.md
 @_experiment(
-    "ebp-mnist", chapter="ebp",
+    "ebp-mnist",
+    chapter="ebp",
     book={"hidden": [[200]], "epochs": 3, "bp_learning_rates": [0.1], "seed": 0},
-    paper={"hidden": [[1000], [500, 500]], "epochs": 20, "bp_learning_rates": [0.01, 0.03, 0.1], "seed": 0},
+    paper={
+        "hidden": [[1000], [500, 500]],
+        "epochs": 20,
+        "bp_learning_rates": [0.01, 0.03, 0.1],
+        "seed": 0,
+    },
 )
 def run_ebp_mnist(config: dict) -> list:
-    """MNIST with one output per class: 784 -> hidden... -> 10 (each entry of `hidden` a list of widths),
-    Real and Binary EBP and BP (cross-entropy per output, one row per learning rate), minibatches of 10;
-    per epoch, the test error on the 10,000 test images."""
+    """MNIST with one output per class: 784 -> hidden... -> 10 (each entry of `hidden` a list of
+    widths), Real and Binary EBP and BP (cross-entropy per output, one row per learning rate),
+    minibatches of 10; per epoch, the test error on the 10,000 test images."""
     (x, labels), (x_test, labels_test) = mnist_arrays("train"), mnist_arrays("test")
-    x, y, x_test, y_test = jnp.asarray(x), one_vs_rest(labels, 10), jnp.asarray(x_test), one_vs_rest(labels_test, 10)
+    x, y, x_test, y_test = (
+        jnp.asarray(x),
+        one_vs_rest(labels, 10),
+        jnp.asarray(x_test),
+        one_vs_rest(labels_test, 10),
+    )
     rows = []
     for hidden in config["hidden"]:
         key = jax.random.key(config["seed"])
         runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
-        runs += [(f"BP ce {lr:g}", partial(train_bp, loss="ce", lr=lr)) for lr in config["bp_learning_rates"]]
+        runs += [
+            (f"BP ce {lr:g}", partial(train_bp, loss="ce", lr=lr))
+            for lr in config["bp_learning_rates"]
+        ]
         for method, train_fn in runs:
+
             def unit(checkpoint_dir, hidden=hidden, method=method, train_fn=train_fn, key=key):
                 began = time.perf_counter()
-                _, history = train_fn(init_ebp(jax.random.fold_in(key, 1), [x.shape[1], *hidden, 10]), x, y,
-                                      jax.random.fold_in(key, 2), epochs=config["epochs"], batch_size=10,
-                                      x_test=x_test, y_test=y_test, checkpoint_dir=checkpoint_dir)
+                _, history = train_fn(
+                    init_ebp(jax.random.fold_in(key, 1), [x.shape[1], *hidden, 10]),
+                    x,
+                    y,
+                    jax.random.fold_in(key, 2),
+                    epochs=config["epochs"],
+                    batch_size=10,
+                    x_test=x_test,
+                    y_test=y_test,
+                    checkpoint_dir=checkpoint_dir,
+                )
                 seconds = time.perf_counter() - began
-                return [{"hidden": list(hidden), "method": method, **h, "seconds_per_epoch": seconds / config["epochs"]}
-                        for h in history]
+                return [
+                    {
+                        "hidden": list(hidden),
+                        "method": method,
+                        **h,
+                        "seconds_per_epoch": seconds / config["epochs"],
+                    }
+                    for h in history
+                ]
 
             rows += run_unit(f"{'-'.join(map(str, hidden))} {method}", unit)
     return rows
@@ -638,36 +881,36 @@ CLAIMS = [
 
 
 __all__ = [
-    'CLAIMS',
-    'EBPNet',
-    'KINDS',
-    'PAPER_TABLE1',
-    'SparseRows',
-    'asymptotic_output_delta',
-    'bp_loss',
-    'bp_update',
-    'check_inputs',
-    'check_labels',
-    'ebp_d',
-    'ebp_ensemble',
-    'ebp_forward',
-    'ebp_p',
-    'ebp_update',
-    'error_rate',
-    'fold_indices',
-    'init_ebp',
-    'mills_ratio',
-    'mlp_output',
-    'one_vs_rest',
-    'online_passes',
-    'output_delta',
-    'run_ebp_mnist',
-    'run_ebp_text',
-    'sign_network',
-    'sparse_batches',
-    'sparse_rows',
-    'summarise_ebp_text',
-    'train_bp',
-    'train_ebp',
-    'weight_mean',
+    "CLAIMS",
+    "EBPNet",
+    "KINDS",
+    "PAPER_TABLE1",
+    "SparseRows",
+    "asymptotic_output_delta",
+    "bp_loss",
+    "bp_update",
+    "check_inputs",
+    "check_labels",
+    "ebp_d",
+    "ebp_ensemble",
+    "ebp_forward",
+    "ebp_p",
+    "ebp_update",
+    "error_rate",
+    "fold_indices",
+    "init_ebp",
+    "mills_ratio",
+    "mlp_output",
+    "one_vs_rest",
+    "online_passes",
+    "output_delta",
+    "run_ebp_mnist",
+    "run_ebp_text",
+    "sign_network",
+    "sparse_batches",
+    "sparse_rows",
+    "summarise_ebp_text",
+    "train_bp",
+    "train_ebp",
+    "weight_mean",
 ]

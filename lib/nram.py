@@ -20,20 +20,56 @@ import numpy as np
 import optax
 from flax import nnx
 
-from lib.toolkit import _global_norm, check_array, check_finite, note_restored, restore_checkpoint, run_unit
+from lib.toolkit import (
+    _global_norm,
+    check_array,
+    check_finite,
+    note_restored,
+    restore_checkpoint,
+    run_unit,
+)
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, checks
 from lib.toolkit import save_checkpoint
 from lib.toolkit import experiment as _experiment
 
 
 # %% book/nram.md
-MODULES = ("READ", "ZERO", "ONE", "TWO", "INC", "ADD", "SUB", "DEC", "LESSTHAN", "LESSOREQUALTHAN",
-           "EQUALITYTEST", "MIN", "MAX", "WRITE")
+MODULES = (
+    "READ",
+    "ZERO",
+    "ONE",
+    "TWO",
+    "INC",
+    "ADD",
+    "SUB",
+    "DEC",
+    "LESSTHAN",
+    "LESSOREQUALTHAN",
+    "EQUALITYTEST",
+    "MIN",
+    "MAX",
+    "WRITE",
+)
 """The fourteen modules of Sec. 4.3, in the paper's order."""
 
-ARITY = {"READ": 1, "ZERO": 0, "ONE": 0, "TWO": 0, "INC": 1, "ADD": 2, "SUB": 2, "DEC": 1, "LESSTHAN": 2,
-         "LESSOREQUALTHAN": 2, "EQUALITYTEST": 2, "MIN": 2, "MAX": 2, "WRITE": 2}
-"""How many of its two inputs a module uses (the paper's modules all take two and ignore the rest)."""
+ARITY = {
+    "READ": 1,
+    "ZERO": 0,
+    "ONE": 0,
+    "TWO": 0,
+    "INC": 1,
+    "ADD": 2,
+    "SUB": 2,
+    "DEC": 1,
+    "LESSTHAN": 2,
+    "LESSOREQUALTHAN": 2,
+    "EQUALITYTEST": 2,
+    "MIN": 2,
+    "MAX": 2,
+    "WRITE": 2,
+}
+"""How many of its two inputs a module uses (the paper's modules all take two and ignore the
+rest)."""
 
 
 @checks(name=OneOf(*MODULES), M=Int(1))
@@ -72,12 +108,16 @@ def module_int(name: str, a, b, M: int):
 
 # %% book/nram.md
 def _boolean(p: jax.Array, M: int) -> jax.Array:
-    """The distribution of a {0, 1} value that is 1 with probability p (shape (...,)) -> (..., M)."""
-    return jnp.concatenate([(1 - p)[..., None], p[..., None], jnp.zeros((*p.shape, M - 2), p.dtype)], -1)
+    """The distribution of a {0, 1} value that is 1 with probability p (shape (...,)) -> (...,
+    M)."""
+    return jnp.concatenate(
+        [(1 - p)[..., None], p[..., None], jnp.zeros((*p.shape, M - 2), p.dtype)], -1
+    )
 
 
 def _shifted(b: jax.Array, sign: int) -> jax.Array:
-    """(..., M, M) with [..., c, x] = b[(c - x) mod M] (sign=+1) or b[(x - c) mod M] (sign=-1): a gather of constant indices."""
+    """(..., M, M) with [..., c, x] = b[(c - x) mod M] (sign=+1) or b[(x - c) mod M] (sign=-1): a
+    gather of constant indices."""
     M = b.shape[-1]
     c, x = np.meshgrid(np.arange(M), np.arange(M), indexing="ij")
     return b[..., (sign * (c - x)) % M]
@@ -95,12 +135,18 @@ def circular_sub(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.einsum("...x,...cx->...c", a, _shifted(b, -1))
 
 
-# The adjoint of a circular convolution is a circular correlation and vice versa. Written out, the backward
-# pass is two more gathers instead of the scatter-adds that autodiff of a gather produces (slow on CPU).
-circular_add.defvjp(lambda a, b: (circular_add(a, b), (a, b)),
-                    lambda res, g: (circular_sub(g, res[1]), circular_sub(g, res[0])))
-circular_sub.defvjp(lambda a, b: (circular_sub(a, b), (a, b)),
-                    lambda res, g: (circular_add(g, res[1]), circular_sub(res[0], g)))
+# The adjoint of a circular convolution is a circular correlation and vice versa. Written out, the
+# backward
+# pass is two more gathers instead of the scatter-adds that autodiff of a gather produces (slow on
+# CPU).
+circular_add.defvjp(
+    lambda a, b: (circular_add(a, b), (a, b)),
+    lambda res, g: (circular_sub(g, res[1]), circular_sub(g, res[0])),
+)
+circular_sub.defvjp(
+    lambda a, b: (circular_sub(a, b), (a, b)),
+    lambda res, g: (circular_add(g, res[1]), circular_sub(res[0], g)),
+)
 
 
 def _upper(M: int, dtype) -> jax.Array:
@@ -144,12 +190,14 @@ def module_dist(name: str, a: jax.Array | None, b: jax.Array | None, like: jax.A
 
 # %% book/nram.md
 def read(memory: jax.Array, p: jax.Array) -> jax.Array:
-    """READ (Sec. 3.2): M^T p, the value under fuzzy address p. memory (..., M, M), p (..., M) -> (..., M)."""
+    """READ (Sec. 3.2): M^T p, the value under fuzzy address p. memory (..., M, M), p (..., M) ->
+    (..., M)."""
     return jnp.einsum("...ij,...i->...j", memory, p)
 
 
 def write(memory: jax.Array, p: jax.Array, a: jax.Array) -> jax.Array:
-    """WRITE (eq. nram-write): cell i takes value a with probability p_i. memory (..., M, M), p, a (..., M)."""
+    """WRITE (eq. nram-write): cell i takes value a with probability p_i. memory (..., M, M), p, a
+    (..., M)."""
     return (1 - p)[..., :, None] * memory + p[..., :, None] * a[..., None, :]
 
 
@@ -157,7 +205,8 @@ def write(memory: jax.Array, p: jax.Array, a: jax.Array) -> jax.Array:
 @checks(registers=Int(1))
 @dataclasses.dataclass(frozen=True)
 class NRAMSpec:
-    """The machine's fixed part (Sec. 3): the gate list (READ/WRITE included; may repeat) and R registers."""
+    """The machine's fixed part (Sec. 3): the gate list (READ/WRITE included; may repeat) and R
+    registers."""
 
     modules: tuple[str, ...] = MODULES
     registers: int = 4
@@ -184,7 +233,8 @@ class CircuitLayout(NamedTuple):
     """Where each choice sits in the controller's logits vector (Sec. 1).
 
     args[i]: for gate i, one (start, size) per input it uses, size = R + i (eq. 1);
-    outs: start of the R x (R + Q) register logits (eq. 3); finish: index of the finish logit (Sec. 3.3).
+    outs: start of the R x (R + Q) register logits (eq. 3); finish: index of the finish logit (Sec.
+    3.3).
     """
 
     args: tuple
@@ -208,7 +258,8 @@ def circuit_layout(spec: NRAMSpec) -> CircuitLayout:
 # %% book/nram.md
 @partial(jax.custom_vjp, nondiff_argnums=(1,))
 def clip_gradient(x: jax.Array, bound: float) -> jax.Array:
-    """Identity forward; backward, each coordinate of the incoming gradient clipped to [-bound, bound] (Sec. 4.1)."""
+    """Identity forward; backward, each coordinate of the incoming gradient clipped to [-bound,
+    bound] (Sec. 4.1)."""
     return x
 
 
@@ -224,7 +275,8 @@ clip_gradient.defvjp(_clip_fwd, _clip_bwd)
 
 
 def renormalise(x: jax.Array) -> jax.Array:
-    """x / sum(x) over the last axis (negatives clipped to 0) forward; the identity backward (Sec. 4.1, fn. 5)."""
+    """x / sum(x) over the last axis (negatives clipped to 0) forward; the identity backward (Sec.
+    4.1, fn. 5)."""
     x_pos = jnp.maximum(x, 0)
     return x + jax.lax.stop_gradient(x_pos / jnp.sum(x_pos, -1, keepdims=True) - x)
 
@@ -240,8 +292,16 @@ def _entropy(w: jax.Array, eps: float) -> jax.Array:
     return -jnp.sum(w * safe_log(w, eps), -1)
 
 
-def fuzzy_step(spec: NRAMSpec, registers: jax.Array, memory: jax.Array, logits: jax.Array, *,
-               clip: float | None = None, eps: float = 1e-6, hard: bool = False):
+def fuzzy_step(
+    spec: NRAMSpec,
+    registers: jax.Array,
+    memory: jax.Array,
+    logits: jax.Array,
+    *,
+    clip: float | None = None,
+    eps: float = 1e-6,
+    hard: bool = False,
+):
     """One timestep of the fuzzy machine (eq. 1-3 with READ/WRITE of Sec. 3.2).
 
     registers (B, R, M), memory (B, M, M), logits (B, layout.size). clip: C1, the bound on the
@@ -251,14 +311,18 @@ def fuzzy_step(spec: NRAMSpec, registers: jax.Array, memory: jax.Array, logits: 
     (B, R + Q, M): the registers and gate outputs of this step).
     """
     layout, R = spec.layout, spec.registers
-    choose = (lambda z: jax.nn.one_hot(jnp.argmax(z, -1), z.shape[-1], dtype=z.dtype)) if hard else jax.nn.softmax
+    choose = (
+        (lambda z: jax.nn.one_hot(jnp.argmax(z, -1), z.shape[-1], dtype=z.dtype))
+        if hard
+        else jax.nn.softmax
+    )
     keep = (lambda x: clip_gradient(x, clip)) if clip is not None else (lambda x: x)
     values = [registers[:, j] for j in range(R)]
     entropy = jnp.zeros(logits.shape[0], logits.dtype)
     for i, name in enumerate(spec.modules):
         inputs = []
         for start, size in layout.args[i]:
-            w = renormalise(choose(logits[:, start:start + size]))
+            w = renormalise(choose(logits[:, start : start + size]))
             entropy = entropy + _entropy(w, eps)
             inputs.append(jnp.einsum("bk,kbm->bm", w, jnp.stack(values[:size])))
         if name == "READ":
@@ -271,7 +335,7 @@ def fuzzy_step(spec: NRAMSpec, registers: jax.Array, memory: jax.Array, logits: 
             out = module_dist(name, inputs[0], inputs[1], registers[:, 0])
         values.append(keep(renormalise(out)))
     values = jnp.stack(values, 1)
-    c = renormalise(choose(logits[:, layout.outs:layout.finish].reshape(-1, R, spec.num_values)))
+    c = renormalise(choose(logits[:, layout.outs : layout.finish].reshape(-1, R, spec.num_values)))
     entropy = entropy + jnp.sum(_entropy(c, eps), -1)
     registers = keep(renormalise(jnp.einsum("brk,bkm->brm", c, values)))
     return registers, memory, logits[:, layout.finish], entropy, values
@@ -282,13 +346,14 @@ def discrete_step(spec: NRAMSpec, registers: jax.Array, memory: jax.Array, logit
     """One timestep of the discretised machine (Sec. 3.4) for one example.
 
     registers (R,) and memory (M,) integers, logits (layout.size,). Returns (registers, memory,
-    finish (bool), values (R + Q,): registers then gate outputs, inputs (Q, 2): each gate's inputs, -1 if unused).
+    finish (bool), values (R + Q,): registers then gate outputs, inputs (Q, 2): each gate's inputs,
+    -1 if unused).
     """
     layout, R, M = spec.layout, spec.registers, memory.shape[0]
     values = jnp.zeros(spec.num_values, registers.dtype).at[:R].set(registers)
     inputs = []
     for i, name in enumerate(spec.modules):
-        x = [values[jnp.argmax(logits[start:start + size])] for start, size in layout.args[i]]
+        x = [values[jnp.argmax(logits[start : start + size])] for start, size in layout.args[i]]
         inputs.append(jnp.stack(x + [jnp.asarray(-1, registers.dtype)] * (2 - len(x))))
         if name == "READ":
             out = memory[x[0]]
@@ -299,7 +364,7 @@ def discrete_step(spec: NRAMSpec, registers: jax.Array, memory: jax.Array, logit
             x += [jnp.zeros((), registers.dtype)] * (2 - len(x))
             out = module_int(name, x[0], x[1], M).astype(registers.dtype)
         values = values.at[R + i].set(out)
-    choice = jnp.argmax(logits[layout.outs:layout.finish].reshape(R, spec.num_values), -1)
+    choice = jnp.argmax(logits[layout.outs : layout.finish].reshape(R, spec.num_values), -1)
     return values[choice], memory, logits[layout.finish] > 0, values, jnp.stack(inputs)
 
 
@@ -322,7 +387,13 @@ def run_discrete(spec: NRAMSpec, policy: Callable, memory: jax.Array, timesteps:
         t, _, _, _, finished = state
         return (t < timesteps) & ~finished
 
-    start = (jnp.zeros((), jnp.int32), jnp.zeros(R, memory.dtype), memory, carry, jnp.zeros((), bool))
+    start = (
+        jnp.zeros((), jnp.int32),
+        jnp.zeros(R, memory.dtype),
+        memory,
+        carry,
+        jnp.zeros((), bool),
+    )
     t, _, memory, _, _ = jax.lax.while_loop(cond, body, start)
     return memory, t
 
@@ -331,19 +402,29 @@ def run_discrete(spec: NRAMSpec, policy: Callable, memory: jax.Array, timesteps:
 def _value_index(spec: NRAMSpec, ref) -> int:
     if isinstance(ref, (int, np.integer)):
         return int(ref)
-    if isinstance(ref, str) and ref[:1] == "r" and ref[1:].isdigit() and 1 <= int(ref[1:]) <= spec.registers:
+    if (
+        isinstance(ref, str)
+        and ref[:1] == "r"
+        and ref[1:].isdigit()
+        and 1 <= int(ref[1:]) <= spec.registers
+    ):
         return int(ref[1:]) - 1
     if ref in spec.modules:
         return spec.registers + spec.modules.index(ref)
-    raise ValueError(f"a circuit input must be 'r1'..'r{spec.registers}', a module of {spec.modules} or an index, got {ref!r}")
+    raise ValueError(
+        f"a circuit input must be 'r1'..'r{spec.registers}', a module of {spec.modules} or an "
+        f"index, got {ref!r}"
+    )
 
 
 @checks(spec=Instance(NRAMSpec), finish=Bool(), scale=Float(0, low_open=True))
-def program_logits(spec: NRAMSpec, inputs: dict, registers: Sequence, finish: bool, scale: float = 30.0) -> np.ndarray:
+def program_logits(
+    spec: NRAMSpec, inputs: dict, registers: Sequence, finish: bool, scale: float = 30.0
+) -> np.ndarray:
     """Logits (layout.size,) of a hand-written circuit (Sec. 1).
 
-    inputs: module name -> its inputs (a name or a tuple of names: "r1".., module names); modules not
-    given take r1. registers: the R new register values. finish: the finish decision.
+    inputs: module name -> its inputs (a name or a tuple of names: "r1".., module names); modules
+    not given take r1. registers: the R new register values. finish: the finish decision.
     """
     layout = spec.layout
     out = np.zeros(layout.size, np.float32)
@@ -351,14 +432,21 @@ def program_logits(spec: NRAMSpec, inputs: dict, registers: Sequence, finish: bo
     if unknown:
         raise ValueError(f"inputs names modules {sorted(unknown)} that are not in the spec")
     for i, name in enumerate(spec.modules):
-        refs = inputs.get(name, ("r1",) * ARITY[name]) if name not in spec.modules[:i] else ("r1",) * ARITY[name]
+        refs = (
+            inputs.get(name, ("r1",) * ARITY[name])
+            if name not in spec.modules[:i]
+            else ("r1",) * ARITY[name]
+        )
         refs = (refs,) if isinstance(refs, (str, int)) else tuple(refs)
         if len(refs) != ARITY[name]:
             raise ValueError(f"module {name} takes {ARITY[name]} inputs, got {refs}")
         for (start, size), ref in zip(layout.args[i], refs):
             k = _value_index(spec, ref)
             if not 0 <= k < size:
-                raise ValueError(f"module {name} (position {i}) can only use the registers and earlier modules, got {ref!r}")
+                raise ValueError(
+                    f"module {name} (position {i}) can only use the registers and earlier "
+                    f"modules, got {ref!r}"
+                )
             out[start + k] = scale
     if len(registers) != spec.registers:
         raise ValueError(f"registers must give {spec.registers} new values, got {len(registers)}")
@@ -371,15 +459,33 @@ def program_logits(spec: NRAMSpec, inputs: dict, registers: Sequence, finish: bo
 # %% book/nram.md
 @checks(spec=Instance(NRAMSpec))
 def copy_program(spec: NRAMSpec) -> Callable:
-    """A hand-written policy that solves Copy (Sec. 1 of the chapter): r3 source pointer, r2 the offset n,
-    r1 = [something left to copy]. Needs R >= 4 and the modules READ, DEC, ADD, INC, LESSOREQUALTHAN, WRITE, ONE."""
-    init = program_logits(spec, {"READ": "r3", "DEC": "READ", "WRITE": ("r3", "READ")},
-                          registers=["ONE", "DEC", "ONE", "r4"], finish=False)   # r2 = mem[0] - 1 = n, r3 = 1
-    step = program_logits(spec, {"READ": "r3", "ADD": ("r3", "r2"), "WRITE": ("ADD", "READ"), "INC": "r3",
-                                 "LESSOREQUALTHAN": ("INC", "r2")},
-                          registers=["LESSOREQUALTHAN", "r2", "INC", "r4"], finish=False)  # mem[r3 + n] = mem[r3]
-    done = program_logits(spec, {"READ": "r3", "WRITE": ("r3", "READ")},          # write a cell back: no change
-                          registers=["r1", "r2", "r3", "r4"], finish=True)
+    """A hand-written policy that solves Copy (Sec. 1 of the chapter): r3 source pointer, r2 the
+    offset n, r1 = [something left to copy]. Needs R >= 4 and the modules READ, DEC, ADD, INC,
+    LESSOREQUALTHAN, WRITE, ONE."""
+    init = program_logits(
+        spec,
+        {"READ": "r3", "DEC": "READ", "WRITE": ("r3", "READ")},
+        registers=["ONE", "DEC", "ONE", "r4"],
+        finish=False,
+    )  # r2 = mem[0] - 1 = n, r3 = 1
+    step = program_logits(
+        spec,
+        {
+            "READ": "r3",
+            "ADD": ("r3", "r2"),
+            "WRITE": ("ADD", "READ"),
+            "INC": "r3",
+            "LESSOREQUALTHAN": ("INC", "r2"),
+        },
+        registers=["LESSOREQUALTHAN", "r2", "INC", "r4"],
+        finish=False,
+    )  # mem[r3 + n] = mem[r3]
+    done = program_logits(
+        spec,
+        {"READ": "r3", "WRITE": ("r3", "READ")},  # write a cell back: no change
+        registers=["r1", "r2", "r3", "r4"],
+        finish=True,
+    )
     init, step, done = map(jnp.asarray, (init, step, done))
 
     def policy(bits, carry):
@@ -392,7 +498,8 @@ def copy_program(spec: NRAMSpec) -> Callable:
 
 # %% book/nram.md
 class Example(NamedTuple):
-    """One task instance (Sec. 2): memory (M,) input, target (M,) expected memory, mask (M,) cells to modify."""
+    """One task instance (Sec. 2): memory (M,) input, target (M,) expected memory, mask (M,) cells
+    to modify."""
 
     memory: np.ndarray
     target: np.ndarray
@@ -413,7 +520,7 @@ def _example(memory, target_cells: dict, M) -> Example:
 
 def _tape(M, *cells):
     memory = np.zeros(M, np.int32)
-    memory[:len(cells)] = cells
+    memory[: len(cells)] = cells
     return memory
 
 
@@ -430,7 +537,9 @@ def _gen_increment(n, M, rng):
 
 def _gen_copy(n, M, rng, reverse=False):
     A = _values(rng, n, M)
-    return _example(_tape(M, n + 1, *A), {n + 1 + i: (A[::-1] if reverse else A)[i] for i in range(n)}, M)
+    return _example(
+        _tape(M, n + 1, *A), {n + 1 + i: (A[::-1] if reverse else A)[i] for i in range(n)}, M
+    )
 
 
 def _gen_swap(n, M, rng):
@@ -446,7 +555,8 @@ def _gen_permutation(n, M, rng):
 
 
 def _linked_list(n, M, rng, first):
-    """n nodes (next, value) at random even offsets from `first`; returns (memory, node addresses, values)."""
+    """n nodes (next, value) at random even offsets from `first`; returns (memory, node addresses,
+    values)."""
     slots = (M - first) // 2
     addresses = first + 2 * rng.choice(slots, n, replace=False)
     values = _values(rng, n, M)
@@ -481,7 +591,9 @@ def _gen_merge(n, M, rng):
     a, b = 3, 3 + n_a + 1
     o = b + (n - n_a) + 1
     merged = np.sort(np.concatenate([A, B]))
-    return _example(_tape(M, a, b, o, *A, M - 1, *B, M - 1), {o + i: merged[i] for i in range(n)}, M)
+    return _example(
+        _tape(M, a, b, o, *A, M - 1, *B, M - 1), {o + i: merged[i] for i in range(n)}, M
+    )
 
 
 def _gen_walkbst(n, M, rng):
@@ -499,8 +611,11 @@ def _gen_walkbst(n, M, rng):
                 break
             node = side[node]
     for i in range(n):
-        memory[addresses[i]:addresses[i] + 3] = keys[i], addresses[left[i]] if i in left else 0, \
-            addresses[right[i]] if i in right else 0
+        memory[addresses[i] : addresses[i] + 3] = (
+            keys[i],
+            addresses[left[i]] if i in left else 0,
+            addresses[right[i]] if i in right else 0,
+        )
     path, node = [], 0
     length = rng.integers(0, n)
     while len(path) < length and (node in left or node in right):
@@ -508,30 +623,34 @@ def _gen_walkbst(n, M, rng):
         path.append(2 if go_right else 1)
         node = (right if go_right else left)[node]
     memory[0], memory[1] = addresses[0], 0
-    memory[2:2 + len(path)] = path
+    memory[2 : 2 + len(path)] = path
     return _example(memory, {1: keys[node]}, M)
 
 
 class Task(NamedTuple):
-    """A task of Sec. 4.2: generate(n, M, rng) -> Example, and the smallest tape for difficulty n."""
+    """A task of Sec. 4.2: generate(n, M, rng) -> Example, and the smallest tape for difficulty
+    n."""
 
     name: str
     generate: Callable
     min_memory: Callable
 
 
-TASKS = {t.name: t for t in (
-    Task("access", _gen_access, lambda n: n + 2),
-    Task("increment", _gen_increment, lambda n: n + 1),
-    Task("copy", _gen_copy, lambda n: 2 * n + 1),
-    Task("reverse", partial(_gen_copy, reverse=True), lambda n: 2 * n + 1),
-    Task("swap", _gen_swap, lambda n: n + 4),
-    Task("permutation", _gen_permutation, lambda n: 2 * n + 1),
-    Task("listk", _gen_listk, lambda n: 3 + 2 * n),
-    Task("listsearch", _gen_listsearch, lambda n: 3 + 2 * n),
-    Task("merge", _gen_merge, lambda n: 2 * n + 5),
-    Task("walkbst", _gen_walkbst, lambda n: 3 + n + 3 * n),
-)}
+TASKS = {
+    t.name: t
+    for t in (
+        Task("access", _gen_access, lambda n: n + 2),
+        Task("increment", _gen_increment, lambda n: n + 1),
+        Task("copy", _gen_copy, lambda n: 2 * n + 1),
+        Task("reverse", partial(_gen_copy, reverse=True), lambda n: 2 * n + 1),
+        Task("swap", _gen_swap, lambda n: n + 4),
+        Task("permutation", _gen_permutation, lambda n: 2 * n + 1),
+        Task("listk", _gen_listk, lambda n: 3 + 2 * n),
+        Task("listsearch", _gen_listsearch, lambda n: 3 + 2 * n),
+        Task("merge", _gen_merge, lambda n: 2 * n + 5),
+        Task("walkbst", _gen_walkbst, lambda n: 3 + n + 3 * n),
+    )
+}
 """The ten tasks of Sec. 4.2 by name; the first five are the paper's "easy" ones."""
 
 EASY_TASKS = ("access", "increment", "copy", "reverse", "swap")
@@ -539,8 +658,11 @@ HARD_TASKS = ("permutation", "listk", "listsearch", "merge", "walkbst")
 
 
 @checks(task=OneOf(*TASKS), memory_size=Int(1), rng=Instance(np.random.Generator))
-def make_batch(task: str, difficulties: Sequence[int], memory_size: int, rng: np.random.Generator) -> Example:
-    """A batch of examples (arrays (B, M)) of `task`, one per difficulty, on tapes of `memory_size` cells."""
+def make_batch(
+    task: str, difficulties: Sequence[int], memory_size: int, rng: np.random.Generator
+) -> Example:
+    """A batch of examples (arrays (B, M)) of `task`, one per difficulty, on tapes of `memory_size`
+    cells."""
     if task not in TASKS:
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
     spec = TASKS[task]
@@ -549,15 +671,18 @@ def make_batch(task: str, difficulties: Sequence[int], memory_size: int, rng: np
         raise ValueError(f"difficulties must be integers >= 1, got {difficulties}")
     need = spec.min_memory(max(difficulties))
     if memory_size < max(need, 3):
-        raise ValueError(f"task {task} at difficulty {max(difficulties)} needs a tape of at least "
-                         f"{max(need, 3)} cells, got memory_size={memory_size}")
+        raise ValueError(
+            f"task {task} at difficulty {max(difficulties)} needs a tape of at least "
+            f"{max(need, 3)} cells, got memory_size={memory_size}"
+        )
     examples = [spec.generate(d, memory_size, rng) for d in difficulties]
     return Example(*(np.stack(x) for x in zip(*examples)))
 
 
 # %% book/nram.md
 class MLPController(nnx.Module):
-    """Feedforward controller (Sec. 4.1): P(r_j = 0) (B, R) -> circuit logits (B, layout.size), two ReLU layers."""
+    """Feedforward controller (Sec. 4.1): P(r_j = 0) (B, R) -> circuit logits (B, layout.size), two
+    ReLU layers."""
 
     def __init__(self, spec: NRAMSpec, hidden: int, *, rngs: nnx.Rngs):
         self.l1 = nnx.Linear(spec.registers, hidden, rngs=rngs)
@@ -573,7 +698,8 @@ class MLPController(nnx.Module):
 
 
 class LSTMController(nnx.Module):
-    """Recurrent controller (Sec. 4.1): a ReLU layer, an LSTM cell, a linear read-out to the circuit logits."""
+    """Recurrent controller (Sec. 4.1): a ReLU layer, an LSTM cell, a linear read-out to the circuit
+    logits."""
 
     def __init__(self, spec: NRAMSpec, hidden: int, *, rngs: nnx.Rngs):
         self.hidden = hidden
@@ -592,22 +718,27 @@ class LSTMController(nnx.Module):
 
 # %% book/nram.md
 def finish_probabilities(finish_logits: jax.Array) -> jax.Array:
-    """p_t of Sec. 3.3 from the finish logits x_t (T, ...): f_t prod_{s<t}(1 - f_s), and p_T takes the rest."""
+    """p_t of Sec. 3.3 from the finish logits x_t (T, ...): f_t prod_{s<t}(1 - f_s), and p_T takes
+    the rest."""
     log_stop, log_go = jax.nn.log_sigmoid(finish_logits), jax.nn.log_sigmoid(-finish_logits)
     before = jnp.cumsum(log_go, 0) - log_go  # sum_{s<t} log(1 - f_s)
-    last = jnp.arange(finish_logits.shape[0]).reshape(-1, *[1] * (finish_logits.ndim - 1)) == finish_logits.shape[0] - 1
+    last = (
+        jnp.arange(finish_logits.shape[0]).reshape(-1, *[1] * (finish_logits.ndim - 1))
+        == finish_logits.shape[0] - 1
+    )
     return jnp.exp(jnp.where(last, before, log_stop + before))
 
 
 def finish_step(finish_logits: jax.Array) -> jax.Array:
-    """The step at which a machine stops (Sec. 3.3): the first t with f_t > 1/2, else the last. (T, B) -> (B,)."""
+    """The step at which a machine stops (Sec. 3.3): the first t with f_t > 1/2, else the last. (T,
+    B) -> (B,)."""
     stop = (finish_logits > 0).at[-1].set(True)
     return jnp.argmax(stop, 0)
 
 
 class Run(NamedTuple):
-    """Per-timestep record of a fuzzy run (T, B, ...): log M_{i, y_i} per cell, each cell's most likely
-    value, finish logits, entropy of the controller's choices."""
+    """Per-timestep record of a fuzzy run (T, B, ...): log M_{i, y_i} per cell, each cell's most
+    likely value, finish logits, entropy of the controller's choices."""
 
     log_target: jax.Array
     argmax: jax.Array
@@ -621,22 +752,40 @@ def _initial_state(spec: NRAMSpec, memory: jax.Array, dtype=jnp.float32):
     return registers, jax.nn.one_hot(memory, M, dtype=dtype)
 
 
-@checks(spec=Instance(NRAMSpec), controller=Function(), memory=Array(ndim=2), target=Array(ndim=2),
-        timesteps=Int(1))
-def run_fuzzy(spec: NRAMSpec, controller: Callable, memory: jax.Array, target: jax.Array, timesteps: int, *,
-              carry=(), clip: float | None = None, eps: float = 1e-6, hard: bool = False, dtype=jnp.float32) -> Run:
+@checks(
+    spec=Instance(NRAMSpec),
+    controller=Function(),
+    memory=Array(ndim=2),
+    target=Array(ndim=2),
+    timesteps=Int(1),
+)
+def run_fuzzy(
+    spec: NRAMSpec,
+    controller: Callable,
+    memory: jax.Array,
+    target: jax.Array,
+    timesteps: int,
+    *,
+    carry=(),
+    clip: float | None = None,
+    eps: float = 1e-6,
+    hard: bool = False,
+    dtype=jnp.float32,
+) -> Run:
     """Unroll the fuzzy machine for `timesteps` steps in lax.scan (Sec. 3).
 
     controller(bits (B, R), carry) -> (logits (B, size), carry): an NNX controller or a policy.
-    memory, target: (B, M) integers (registers start at 0, Sec. 3.3). dtype: of the distributions (the
-    controller's logits are cast to it). Returns a Run of (T, B, ...) arrays.
+    memory, target: (B, M) integers (registers start at 0, Sec. 3.3). dtype: of the distributions
+    (the controller's logits are cast to it). Returns a Run of (T, B, ...) arrays.
     """
     if not isinstance(timesteps, (int, np.integer)) or timesteps < 1:
         raise ValueError(f"timesteps must be a positive integer, got {timesteps!r}")
     memory = check_array(memory, "memory", ndim=2, dtype="integer")
     target = check_array(target, "target", shape=memory.shape, dtype="integer")
     if memory.shape[1] < 3:
-        raise ValueError(f"the tape needs at least 3 cells (the constant TWO), got M={memory.shape[1]}")
+        raise ValueError(
+            f"the tape needs at least 3 cells (the constant TWO), got M={memory.shape[1]}"
+        )
     if isinstance(controller, nnx.Module):
         graphdef, state = nnx.split(controller)
         call = lambda bits, c: nnx.merge(graphdef, state)(bits, c)  # noqa: E731
@@ -648,22 +797,28 @@ def run_fuzzy(spec: NRAMSpec, controller: Callable, memory: jax.Array, target: j
         registers, tape, carry = state
         logits, carry = call(registers[:, :, 0], carry)
         logits = logits.astype(dtype)
-        registers, tape, finish, entropy, _ = fuzzy_step(spec, registers, tape, logits, clip=clip, eps=eps, hard=hard)
+        registers, tape, finish, entropy, _ = fuzzy_step(
+            spec, registers, tape, logits, clip=clip, eps=eps, hard=hard
+        )
         log_target = safe_log(jnp.take_along_axis(tape, target[:, :, None], -1)[..., 0], eps)
-        return (registers, tape, carry), Run(log_target, jnp.argmax(tape, -1).astype(memory.dtype), finish, entropy)
+        return (registers, tape, carry), Run(
+            log_target, jnp.argmax(tape, -1).astype(memory.dtype), finish, entropy
+        )
 
     _, run = jax.lax.scan(body, (registers, tape, carry), None, length=timesteps)
     return run
 
 
 def nram_loss(run: Run, mask: jax.Array) -> jax.Array:
-    """Eq. nram-loss for each example (B,): the finish-weighted negative log-likelihood of the cells to modify."""
+    """Eq. nram-loss for each example (B,): the finish-weighted negative log-likelihood of the cells
+    to modify."""
     nll = -jnp.sum(jnp.where(mask[None], run.log_target, 0.0), -1)
     return jnp.sum(finish_probabilities(run.finish_logits) * nll, 0)
 
 
 def run_output(run: Run) -> jax.Array:
-    """The memory (B, M) the machine outputs: each cell's most likely value at the finishing step."""
+    """The memory (B, M) the machine outputs: each cell's most likely value at the finishing
+    step."""
     t = finish_step(run.finish_logits)
     return jnp.take_along_axis(run.argmax, t[None, :, None], 0)[0]
 
@@ -677,7 +832,8 @@ def cell_errors(output, target, mask) -> tuple[int, int]:
 
 # %% book/nram.md
 class Curriculum:
-    """Difficulty sampling of Appendix B: level D in [1, top], raised when the error falls below `threshold`."""
+    """Difficulty sampling of Appendix B: level D in [1, top], raised when the error falls below
+    `threshold`."""
 
     @checks(top=Int(1), threshold=Float(0, 1), min_gap=Int(0), start=Int(1))
     def __init__(self, top: int, *, threshold: float = 0.1, min_gap: int = 200, start: int = 1):
@@ -691,33 +847,59 @@ class Curriculum:
         e = rng.geometric(0.5, size) - 1
         high = np.minimum(self.level + e, self.top)
         u = rng.random(size)
-        return np.where(u < 0.10, rng.integers(1, self.top + 1, size),
-                        np.where(u < 0.35, 1 + (rng.random(size) * high).astype(int), high))
+        return np.where(
+            u < 0.10,
+            rng.integers(1, self.top + 1, size),
+            np.where(u < 0.35, 1 + (rng.random(size) * high).astype(int), high),
+        )
 
     def update(self, step: int, error: float) -> bool:
-        """Raise the level if `error` is below the threshold and min_gap steps passed; True if raised."""
-        if error < self.threshold and self.level < self.top and step - self.raised_at >= self.min_gap:
+        """Raise the level if `error` is below the threshold and min_gap steps passed; True if
+        raised."""
+        if (
+            error < self.threshold
+            and self.level < self.top
+            and step - self.raised_at >= self.min_gap
+        ):
             self.level, self.raised_at = self.level + 1, step
             return True
         return False
 
 
 # %% book/nram.md
-@checks(task=OneOf(*TASKS), registers=Int(1), repeats=Int(1), controller=OneOf("mlp", "lstm"),
-        hidden=Int(1), memory_size=Int(1), timesteps=Int(1), max_difficulty=Int(1),
-        batch_size=Int(1), steps=Int(1), learning_rate=Float(0, low_open=True),
-        clip_activation=Maybe(Float(0, low_open=True)), clip_norm=Float(0, low_open=True),
-        noise_eta=Float(0), entropy=Float(0), entropy_decay=Float(0, 1, low_open=True),
-        eps=Float(0, low_open=True), threshold=Float(0, 1), min_gap=Int(0), chunk=Int(1),
-        keep_best=Bool(), seed=Int(0))
+@checks(
+    task=OneOf(*TASKS),
+    registers=Int(1),
+    repeats=Int(1),
+    controller=OneOf("mlp", "lstm"),
+    hidden=Int(1),
+    memory_size=Int(1),
+    timesteps=Int(1),
+    max_difficulty=Int(1),
+    batch_size=Int(1),
+    steps=Int(1),
+    learning_rate=Float(0, low_open=True),
+    clip_activation=Maybe(Float(0, low_open=True)),
+    clip_norm=Float(0, low_open=True),
+    noise_eta=Float(0),
+    entropy=Float(0),
+    entropy_decay=Float(0, 1, low_open=True),
+    eps=Float(0, low_open=True),
+    threshold=Float(0, 1),
+    min_gap=Int(0),
+    chunk=Int(1),
+    keep_best=Bool(),
+    seed=Int(0),
+)
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of Sec. 4.1 (the paper gives no values; these are ours, see Sec. 4 of the chapter)."""
+    """Hyper-parameters of Sec. 4.1 (the paper gives no values; these are ours, see Sec. 4 of the
+    chapter)."""
 
     task: str = "copy"
     registers: int = 4
-    repeats: int = 1                 # the module list repeated (Sec. 4.3)
-    controller: str = "mlp"          # "mlp" or "lstm"
+    repeats: int = 1  # the module list repeated (Sec. 4.3)
+    controller: str = "mlp"  # "mlp" or "lstm"
     hidden: int = 64
     memory_size: int = 16
     timesteps: int = 12
@@ -725,16 +907,16 @@ class TrainConfig:
     batch_size: int = 32
     steps: int = 3000
     learning_rate: float = 0.01
-    clip_activation: float = 10.0    # C1
-    clip_norm: float = 1.0           # C2
-    noise_eta: float = 0.01          # gradient-noise variance at step 0
-    entropy: float = 0.1             # lambda_0
-    entropy_decay: float = 0.999     # gamma, per step
+    clip_activation: float = 10.0  # C1
+    clip_norm: float = 1.0  # C2
+    noise_eta: float = 0.01  # gradient-noise variance at step 0
+    entropy: float = 0.1  # lambda_0
+    entropy_decay: float = 0.999  # gamma, per step
     eps: float = 1e-6
-    threshold: float = 0.1           # curriculum: raise the level below this error
+    threshold: float = 0.1  # curriculum: raise the level below this error
     min_gap: int = 200
-    chunk: int = 50                  # steps per jitted call (and per curriculum decision)
-    keep_best: bool = True           # return the best controller seen, not the last (see train_nram)
+    chunk: int = 50  # steps per jitted call (and per curriculum decision)
+    keep_best: bool = True  # return the best controller seen, not the last (see train_nram)
     seed: int = 0
 
     def spec(self) -> NRAMSpec:
@@ -751,14 +933,16 @@ def make_controller(config: TrainConfig, rngs: nnx.Rngs) -> nnx.Module:
 
 
 def controller_text(controller: nnx.Module) -> str:
-    """The controller's parameters as text (base64 of an .npz) to store beside a result; `load_controller`
-    reads it back."""
+    """The controller's parameters as text (base64 of an .npz) to store beside a result;
+    `load_controller` reads it back."""
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, *[np.asarray(x) for x in jax.tree.leaves(nnx.state(controller, nnx.Param))])
+    np.savez_compressed(
+        buffer, *[np.asarray(x) for x in jax.tree.leaves(nnx.state(controller, nnx.Param))]
+    )
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-@checks(config=Instance(TrainConfig), text=Instance(str, what='the text of controller_text'))
+@checks(config=Instance(TrainConfig), text=Instance(str, what="the text of controller_text"))
 def load_controller(config: TrainConfig, text: str) -> nnx.Module:
     """The controller of `config` with the parameters that `controller_text` wrote."""
     graphdef, params, rest = nnx.split(make_controller(config, nnx.Rngs(0)), nnx.Param, ...)
@@ -767,23 +951,30 @@ def load_controller(config: TrainConfig, text: str) -> nnx.Module:
         arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
     shapes = [x.shape for x in leaves]
     if [a.shape for a in arrays] != shapes:
-        raise ValueError(f"the saved parameters have shapes {[a.shape for a in arrays]}, a {config.controller} "
-                         f"controller of this config has {shapes}")
-    return nnx.merge(graphdef, jax.tree.unflatten(treedef, [jnp.asarray(a, x.dtype) for a, x in zip(arrays, leaves)]),
-                     rest)
+        raise ValueError(
+            f"the saved parameters have shapes {[a.shape for a in arrays]}, a {config.controller} "
+            f"controller of this config has {shapes}"
+        )
+    return nnx.merge(
+        graphdef,
+        jax.tree.unflatten(treedef, [jnp.asarray(a, x.dtype) for a, x in zip(arrays, leaves)]),
+        rest,
+    )
 
 
 @checks(config=Instance(TrainConfig))
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     """Global-norm clipping to C2, decaying gradient noise, Adam (Sec. 4.1)."""
-    return optax.chain(optax.clip_by_global_norm(config.clip_norm),
-                       optax.add_noise(config.noise_eta, 0.55, config.seed),
-                       optax.adam(config.learning_rate))
+    return optax.chain(
+        optax.clip_by_global_norm(config.clip_norm),
+        optax.add_noise(config.noise_eta, 0.55, config.seed),
+        optax.adam(config.learning_rate),
+    )
 
 
 class NRAMResult(NamedTuple):
-    """What train_nram returns: the selected controller, the step after which it was taken, the last one,
-    per-chunk history, final curriculum level, seconds."""
+    """What train_nram returns: the selected controller, the step after which it was taken, the last
+    one, per-chunk history, final curriculum level, seconds."""
 
     controller: nnx.Module
     history: dict
@@ -799,8 +990,16 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
     def loss_fn(params, rest, batch):
         controller = nnx.merge(graphdef, params, rest)
         carry = controller.initial_carry(batch["memory"].shape[0])
-        run = run_fuzzy(spec, controller, batch["memory"], batch["target"], config.timesteps, carry=carry,
-                        clip=config.clip_activation, eps=config.eps)
+        run = run_fuzzy(
+            spec,
+            controller,
+            batch["memory"],
+            batch["target"],
+            config.timesteps,
+            carry=carry,
+            clip=config.clip_activation,
+            eps=config.eps,
+        )
         loss = jnp.mean(nram_loss(run, batch["mask"]))
         bonus = jnp.mean(jnp.sum(run.entropy, 0))
         out = run_output(run)
@@ -809,9 +1008,16 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
 
     def step(state, batch):
         params, rest, opt_state = state
-        (_, (loss, wrong, cells)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest, batch)
+        (_, (loss, wrong, cells)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            params, rest, batch
+        )
         updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), rest, opt_state), (loss, wrong, cells, _global_norm(grads))
+        return (optax.apply_updates(params, updates), rest, opt_state), (
+            loss,
+            wrong,
+            cells,
+            _global_norm(grads),
+        )
 
     return jax.jit(lambda state, batches: jax.lax.scan(step, state, batches))
 
@@ -826,22 +1032,32 @@ def _compiled_chunk_fn(config: TrainConfig, graphdef):
 
 def _step_settings(config: TrainConfig) -> TrainConfig:
     """config with the settings that do not enter the compiled step set to their defaults."""
-    return dataclasses.replace(config, steps=1, seed=0, keep_best=True, threshold=0.1, min_gap=200,
-                               max_difficulty=1)
+    return dataclasses.replace(
+        config, steps=1, seed=0, keep_best=True, threshold=0.1, min_gap=200, max_difficulty=1
+    )
 
 
-@checks(config=Instance(TrainConfig), progress=Bool(), log=Maybe(Function()),
-        checkpoint_every=Int(1))
-def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | None = None, checkpoint_dir=None,
-               checkpoint_every: int = 1000) -> NRAMResult:
+@checks(
+    config=Instance(TrainConfig), progress=Bool(), log=Maybe(Function()), checkpoint_every=Int(1)
+)
+def train_nram(
+    config: TrainConfig,
+    *,
+    progress: bool = True,
+    log: Callable | None = None,
+    checkpoint_dir=None,
+    checkpoint_every: int = 1000,
+) -> NRAMResult:
     """Train an NRAM controller on `config.task` from input-output examples (Sec. 4.1, Appendix B).
 
-    Training is unstable (Sec. 4.1): a controller at zero error can collapse a few thousand steps later. With
-    `config.keep_best` the result's `controller` is the one after the chunk of steps with the highest curriculum
-    level and, at that level, the lowest error on its training batches (the latest such chunk on ties), as the
-    paper selects "a model that achieved error 0 during the training"; `final_controller` is the last one.
-    checkpoint_dir: save the whole training state (parameters, optimizer, best controller, curriculum, data
-    generator, history) there every `checkpoint_every` steps, and resume from the latest checkpoint found
+    Training is unstable (Sec. 4.1): a controller at zero error can collapse a few thousand steps
+    later. With `config.keep_best` the result's `controller` is the one after the chunk of steps
+    with the highest curriculum level and, at that level, the lowest error on its training batches
+    (the latest such chunk on ties), as the paper selects "a model that achieved error 0 during the
+    training"; `final_controller` is the last one.
+    checkpoint_dir: save the whole training state (parameters, optimizer, best controller,
+    curriculum, data generator, history) there every `checkpoint_every` steps, and resume from the
+    latest checkpoint found
     there: the result is that of an uninterrupted run.
     """
     import warnings
@@ -855,8 +1071,11 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {config.task!r}")
     need = TASKS[config.task].min_memory(config.max_difficulty)
     if config.memory_size < need:
-        raise ValueError(f"task {config.task} at max_difficulty={config.max_difficulty} needs memory_size >= {need}, "
-                         f"got {config.memory_size}")
+        raise ValueError(
+            f"task {config.task} at max_difficulty={config.max_difficulty} needs memory_size >= "
+            f"{need}, "
+            f"got {config.memory_size}"
+        )
     if config.timesteps < 1:
         raise ValueError(f"timesteps must be at least 1, got {config.timesteps}")
     controller = make_controller(config, nnx.Rngs(config.seed))
@@ -865,7 +1084,9 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
     state = (params, rest, tx.init(params))
     chunk = _compiled_chunk_fn(_step_settings(config), graphdef)
     rng = np.random.default_rng(config.seed)
-    curriculum = Curriculum(config.max_difficulty, threshold=config.threshold, min_gap=config.min_gap)
+    curriculum = Curriculum(
+        config.max_difficulty, threshold=config.threshold, min_gap=config.min_gap
+    )
     history = {k: [] for k in ("step", "loss", "error", "error_level", "level", "grad_norm")}
     best, best_key = (state[0], 0), None
     began = time.perf_counter()
@@ -881,21 +1102,34 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
             curriculum.level, curriculum.raised_at = extra["level"], extra["raised_at"]
             history, done_chunks, spent = extra["history"], extra["chunks"], extra["seconds"]
             note_restored(checkpoint_dir, saved_at)
-    for c in tqdm(range(done_chunks, n_chunks), desc=f"NRAM {config.task}", disable=not progress or None,
-                  dynamic_ncols=True, initial=done_chunks, total=n_chunks):
+    for c in tqdm(
+        range(done_chunks, n_chunks),
+        desc=f"NRAM {config.task}",
+        disable=not progress or None,
+        dynamic_ncols=True,
+        initial=done_chunks,
+        total=n_chunks,
+    ):
         first = c * config.chunk
         k = min(config.chunk, config.steps - first)
         difficulty = np.stack([curriculum.sample(rng, config.batch_size) for _ in range(k)])
         batches = [make_batch(config.task, d, config.memory_size, rng) for d in difficulty]
-        stacked = {name: jnp.asarray(np.stack([getattr(b, name) for b in batches])) for name in Example._fields}
-        stacked["entropy_coef"] = jnp.asarray(config.entropy * config.entropy_decay ** np.arange(first, first + k),
-                                              jnp.float32)
+        stacked = {
+            name: jnp.asarray(np.stack([getattr(b, name) for b in batches]))
+            for name in Example._fields
+        }
+        stacked["entropy_coef"] = jnp.asarray(
+            config.entropy * config.entropy_decay ** np.arange(first, first + k), jnp.float32
+        )
         state, (loss, wrong, cells, gnorm) = chunk(state, stacked)
         loss, wrong, cells, gnorm = (np.asarray(x) for x in (loss, wrong, cells, gnorm))
         if not np.all(np.isfinite(loss)):  # NonFiniteError names the first bad step
             bad = int(np.argmin(np.isfinite(loss)))
-            check_finite(first + bad, {"loss": loss[bad], "grad_norm": gnorm[bad]},
-                         "lower learning_rate or clip_activation")
+            check_finite(
+                first + bad,
+                {"loss": loss[bad], "grad_norm": gnorm[bad]},
+                "lower learning_rate or clip_activation",
+            )
         error = float(wrong.sum() / cells.sum())
         current = difficulty <= curriculum.level  # the level is judged on the examples it covers
         error_level = float(wrong[current].sum() / max(cells[current].sum(), 1))
@@ -907,26 +1141,49 @@ def train_nram(config: TrainConfig, *, progress: bool = True, log: Callable | No
         history["grad_norm"].append(float(gnorm.mean()))
         if log is not None:
             log({k: v[-1] for k, v in history.items()})
-        key = (curriculum.level, -error_level)  # higher level first, then lower error there; ties: the later
+        key = (
+            curriculum.level,
+            -error_level,
+        )  # higher level first, then lower error there; ties: the later
         if config.keep_best and (best_key is None or key >= best_key):
             best, best_key = (state[0], first + k), key
         curriculum.update(first + k, error_level)
-        if checkpoint_dir is not None and (first + k - saved_at >= checkpoint_every or c == n_chunks - 1):
+        if checkpoint_dir is not None and (
+            first + k - saved_at >= checkpoint_every or c == n_chunks - 1
+        ):
             saved_at = first + k
-            save_checkpoint(checkpoint_dir, saved_at, {"state": state, "best": best[0]},
-                            {"best_step": best[1], "best_key": best_key, "rng": rng.bit_generator.state,
-                             "level": curriculum.level, "raised_at": curriculum.raised_at, "history": history,
-                             "chunks": c + 1, "seconds": spent + time.perf_counter() - began})
+            save_checkpoint(
+                checkpoint_dir,
+                saved_at,
+                {"state": state, "best": best[0]},
+                {
+                    "best_step": best[1],
+                    "best_key": best_key,
+                    "rng": rng.bit_generator.state,
+                    "level": curriculum.level,
+                    "raised_at": curriculum.raised_at,
+                    "history": history,
+                    "chunks": c + 1,
+                    "seconds": spent + time.perf_counter() - began,
+                },
+            )
     params, rest, _ = state
     if not config.keep_best:
         best = (params, config.steps)
-    return NRAMResult(nnx.merge(graphdef, best[0], rest), {k: np.asarray(v) for k, v in history.items()},
-                      curriculum.level, spent + time.perf_counter() - began, best[1], nnx.merge(graphdef, params, rest))
+    return NRAMResult(
+        nnx.merge(graphdef, best[0], rest),
+        {k: np.asarray(v) for k, v in history.items()},
+        curriculum.level,
+        spent + time.perf_counter() - began,
+        best[1],
+        nnx.merge(graphdef, params, rest),
+    )
 
 
 # %% book/nram.md
 def controller_policy(controller: nnx.Module) -> Callable:
-    """The policy of one example (bits (R,), carry) -> (logits, carry) that run_discrete needs, from a batched controller."""
+    """The policy of one example (bits (R,), carry) -> (logits, carry) that run_discrete needs, from
+    a batched controller."""
 
     def policy(bits, carry):
         logits, carry = controller(bits[None], jax.tree.map(lambda c: c[None], carry))
@@ -936,8 +1193,8 @@ def controller_policy(controller: nnx.Module) -> Callable:
 
 
 class PolicyController(nnx.Module):
-    """The other direction: a fixed policy (bits, carry) -> (logits, carry), e.g. a hand-written program, as a
-    stateless controller module that `evaluate` and the machines accept."""
+    """The other direction: a fixed policy (bits, carry) -> (logits, carry), e.g. a hand-written
+    program, as a stateless controller module that `evaluate` and the machines accept."""
 
     def __init__(self, policy: Callable):
         self.policy = policy
@@ -951,35 +1208,56 @@ class PolicyController(nnx.Module):
 
 @checks(config=Instance(TrainConfig), n=Int(1))
 def scaled_size(config: TrainConfig, n: int) -> tuple[int, int]:
-    """(memory size, timesteps) for difficulty n: those of training up to its top difficulty; beyond it, both
-    grow in proportion to n (never below what the task needs)."""
+    """(memory size, timesteps) for difficulty n: those of training up to its top difficulty; beyond
+    it, both grow in proportion to n (never below what the task needs)."""
     if n <= config.max_difficulty:
         return config.memory_size, config.timesteps
     scale = n / config.max_difficulty
-    return (max(TASKS[config.task].min_memory(n), math.ceil(config.memory_size * scale)),
-            math.ceil(config.timesteps * scale))
+    return (
+        max(TASKS[config.task].min_memory(n), math.ceil(config.memory_size * scale)),
+        math.ceil(config.timesteps * scale),
+    )
 
 
 @partial(jax.jit, static_argnames=("graphdef", "spec", "timesteps"))
 def _both_machines(graphdef, state, memory, target, *, spec: NRAMSpec, timesteps: int):
-    """Outputs of the fuzzy and of the discretised machine (compiled once per controller structure and shape)."""
+    """Outputs of the fuzzy and of the discretised machine (compiled once per controller structure
+    and shape)."""
     controller = nnx.merge(graphdef, state)
-    run = run_fuzzy(spec, controller, memory, target, timesteps, carry=controller.initial_carry(memory.shape[0]))
+    run = run_fuzzy(
+        spec, controller, memory, target, timesteps, carry=controller.initial_carry(memory.shape[0])
+    )
     carry = jax.tree.map(lambda c: c[0], controller.initial_carry(1))
-    discrete, _ = jax.vmap(lambda m: run_discrete(spec, controller_policy(controller), m, timesteps, carry))(memory)
+    discrete, _ = jax.vmap(
+        lambda m: run_discrete(spec, controller_policy(controller), m, timesteps, carry)
+    )(memory)
     return run_output(run), discrete
 
 
-@checks(config=Instance(TrainConfig), n=Int(1), examples=Int(1), seed=Int(0), batch_size=Int(1),
-        mixed=Bool())
-def evaluate(controller: nnx.Module, config: TrainConfig, n: int, *, examples: int = 100, seed: int = 0,
-             batch_size: int = 100, mixed: bool = False) -> dict:
-    """Error of the fuzzy and the discretised machine on `examples` fresh examples of difficulty n (Sec. 4.4),
-    or with `mixed`, of difficulties drawn uniformly from 1..n (Figure 3's "max task complexity" n); the
-    tape and timesteps are those of difficulty n (`scaled_size`).
+@checks(
+    config=Instance(TrainConfig),
+    n=Int(1),
+    examples=Int(1),
+    seed=Int(0),
+    batch_size=Int(1),
+    mixed=Bool(),
+)
+def evaluate(
+    controller: nnx.Module,
+    config: TrainConfig,
+    n: int,
+    *,
+    examples: int = 100,
+    seed: int = 0,
+    batch_size: int = 100,
+    mixed: bool = False,
+) -> dict:
+    """Error of the fuzzy and the discretised machine on `examples` fresh examples of difficulty n
+    (Sec. 4.4), or with `mixed`, of difficulties drawn uniformly from 1..n (Figure 3's "max task
+    complexity" n); the tape and timesteps are those of difficulty n (`scaled_size`).
 
-    Returns {"n", "mixed", "memory_size", "timesteps", "error" (fuzzy), "error_discrete", "agreement": share
-    of examples whose output cells the two machines write identically}.
+    Returns {"n", "mixed", "memory_size", "timesteps", "error" (fuzzy), "error_discrete",
+    "agreement": share of examples whose output cells the two machines write identically}.
     """
     spec = config.spec()
     M, T = scaled_size(config, n)
@@ -989,20 +1267,36 @@ def evaluate(controller: nnx.Module, config: TrainConfig, n: int, *, examples: i
     wrong = wrong_d = cells = agree = 0
     for start in range(0, examples, batch_size):
         size = min(batch_size, examples - start)
-        batch = make_batch(config.task, rng.integers(1, n + 1, size) if mixed else [n] * size, M, rng)
-        fuzzy, discrete = (np.asarray(x) for x in machines(jnp.asarray(batch.memory), jnp.asarray(batch.target)))
+        batch = make_batch(
+            config.task, rng.integers(1, n + 1, size) if mixed else [n] * size, M, rng
+        )
+        fuzzy, discrete = (
+            np.asarray(x) for x in machines(jnp.asarray(batch.memory), jnp.asarray(batch.target))
+        )
         w, c = cell_errors(fuzzy, batch.target, batch.mask)
-        wrong, cells, wrong_d = wrong + w, cells + c, wrong_d + cell_errors(discrete, batch.target, batch.mask)[0]
+        wrong, cells, wrong_d = (
+            wrong + w,
+            cells + c,
+            wrong_d + cell_errors(discrete, batch.target, batch.mask)[0],
+        )
         agree += int(np.all((fuzzy == discrete) | ~batch.mask, axis=1).sum())
-    return {"n": n, "mixed": mixed, "memory_size": M, "timesteps": T, "error": wrong / cells,
-            "error_discrete": wrong_d / cells, "agreement": agree / examples}
+    return {
+        "n": n,
+        "mixed": mixed,
+        "memory_size": M,
+        "timesteps": T,
+        "error": wrong / cells,
+        "error_discrete": wrong_d / cells,
+        "agreement": agree / examples,
+    }
 
 
 # %% book/nram.md
 @checks(spec=Instance(NRAMSpec), policy=Function(), memory=Array(ndim=1), timesteps=Int(1))
 def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) -> list[dict]:
-    """Step-by-step record of the discretised machine on one example (Table 2): for each timestep, the
-    memory and registers at its start, the logits, the READ address and WRITE address/value, finish."""
+    """Step-by-step record of the discretised machine on one example (Table 2): for each timestep,
+    the memory and registers at its start, the logits, the READ address and WRITE address/value,
+    finish."""
     memory = jnp.asarray(memory)
     registers = jnp.zeros(spec.registers, memory.dtype)
     step = jax.jit(lambda r, m, logits: discrete_step(spec, r, m, logits))
@@ -1011,8 +1305,13 @@ def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) ->
         logits, carry = policy((registers == 0).astype(jnp.float32), carry)
         new_registers, new_memory, finish, values, inputs = step(registers, memory, logits)
         inputs = np.asarray(inputs)
-        row = {"step": t + 1, "memory": np.asarray(memory), "registers": np.asarray(registers),
-               "logits": np.asarray(logits), "finish": bool(finish)}
+        row = {
+            "step": t + 1,
+            "memory": np.asarray(memory),
+            "registers": np.asarray(registers),
+            "logits": np.asarray(logits),
+            "finish": bool(finish),
+        }
         for i, name in enumerate(spec.modules):
             if name == "READ":
                 row.setdefault("read", int(inputs[i, 0]))
@@ -1026,10 +1325,14 @@ def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) ->
 
 
 def format_trace(rows: list[dict]) -> str:
-    """The rows of `trace` as text, one line per timestep: memory, registers, READ and WRITE arguments."""
+    """The rows of `trace` as text, one line per timestep: memory, registers, READ and WRITE
+    arguments."""
     lines = []
     for row in rows:
-        line = f"step {row['step']:2d}  memory {' '.join(f'{v:2d}' for v in row['memory'])}  registers {row['registers']}"
+        line = (
+            f"step {row['step']:2d}  memory {' '.join(f'{v:2d}' for v in row['memory'])}  "
+            f"registers {row['registers']}"
+        )
         if "read" in row:
             line += f"  READ p={row['read']:2d}"
         if "write" in row:
@@ -1040,23 +1343,33 @@ def format_trace(rows: list[dict]) -> str:
 
 @checks(spec=Instance(NRAMSpec))
 def circuit_choices(spec: NRAMSpec, logits) -> tuple[list, list]:
-    """The argmax circuit of one timestep: (for each gate, the indices of its inputs; for each register, its source)."""
+    """The argmax circuit of one timestep: (for each gate, the indices of its inputs; for each
+    register, its source)."""
     layout, logits = spec.layout, np.asarray(logits)
-    args = [[int(np.argmax(logits[s:s + n])) for s, n in layout.args[i]] for i in range(len(spec.modules))]
-    outs = np.argmax(logits[layout.outs:layout.finish].reshape(spec.registers, spec.num_values), -1)
+    args = [
+        [int(np.argmax(logits[s : s + n])) for s, n in layout.args[i]]
+        for i in range(len(spec.modules))
+    ]
+    outs = np.argmax(
+        logits[layout.outs : layout.finish].reshape(spec.registers, spec.num_values), -1
+    )
     return args, [int(o) for o in outs]
 
 
 @checks(spec=Instance(NRAMSpec))
 def draw_circuit(spec: NRAMSpec, logits, ax=None, title: str | None = None):
     """Draw the argmax circuit of one timestep (Figure 4): registers r_j on the left, the gates that
-    matter (their output reaches a register or they write to memory), the new registers r_j' on the right."""
+    matter (their output reaches a register or they write to memory), the new registers r_j' on the
+    right."""
     import matplotlib.pyplot as plt
 
     args, outs = circuit_choices(spec, logits)
     R = spec.registers
     names = [f"r{j + 1}" for j in range(R)] + list(spec.modules)
-    needed, todo = set(), [o for o in outs] + [R + i for i, m in enumerate(spec.modules) if m == "WRITE"]
+    needed, todo = (
+        set(),
+        [o for o in outs] + [R + i for i, m in enumerate(spec.modules) if m == "WRITE"],
+    )
     while todo:
         k = todo.pop()
         if k >= R and k not in needed:
@@ -1066,28 +1379,71 @@ def draw_circuit(spec: NRAMSpec, logits, ax=None, title: str | None = None):
     ax = ax or plt.subplots(figsize=(2.2 + 1.1 * len(gates), 0.6 * max(R, len(gates)) + 1.2))[1]
     pos = {j: (0.0, -1.2 * j) for j in range(R)}
     depth = (len(gates) - 1) or 1
-    for row, k in enumerate(gates):  # gates left to right in evaluation order, zig-zagging vertically
+    for row, k in enumerate(
+        gates
+    ):  # gates left to right in evaluation order, zig-zagging vertically
         pos[k] = (1.0 + row, -1.2 * (R - 1) * ((row % 2) * 0.8 + 0.1) - 0.15 * row / depth)
     right = 1.0 + len(gates)
     box = dict(boxstyle="round", fc="white", ec="0.3")
     for k, (x, y) in pos.items():
-        short = {"LESSTHAN": "lt", "LESSOREQUALTHAN": "le", "EQUALITYTEST": "eq"}.get(names[k], names[k].lower())
-        ax.text(x, y, short if k >= R else names[k], ha="center", va="center", bbox=box, fontsize=9, zorder=3)
+        short = {"LESSTHAN": "lt", "LESSOREQUALTHAN": "le", "EQUALITYTEST": "eq"}.get(
+            names[k], names[k].lower()
+        )
+        ax.text(
+            x,
+            y,
+            short if k >= R else names[k],
+            ha="center",
+            va="center",
+            bbox=box,
+            fontsize=9,
+            zorder=3,
+        )
     for j in range(R):
-        ax.text(right, -1.2 * j, f"r{j + 1}'", ha="center", va="center", bbox=box, fontsize=9, zorder=3)
+        ax.text(
+            right, -1.2 * j, f"r{j + 1}'", ha="center", va="center", bbox=box, fontsize=9, zorder=3
+        )
     for k in gates:
         module = spec.modules[k - R]
-        labels = {"READ": ["p"], "WRITE": ["p", "a"], "LESSTHAN": ["x", "y"], "LESSOREQUALTHAN": ["x", "y"],
-                  "SUB": ["x", "y"]}.get(module, [])
+        labels = {
+            "READ": ["p"],
+            "WRITE": ["p", "a"],
+            "LESSTHAN": ["x", "y"],
+            "LESSOREQUALTHAN": ["x", "y"],
+            "SUB": ["x", "y"],
+        }.get(module, [])
         for a_i, src in enumerate(args[k - R]):
-            ax.annotate("", pos[k], pos[src], arrowprops=dict(arrowstyle="->", color="0.35", shrinkA=9, shrinkB=9,
-                                                              connectionstyle=f"arc3,rad={0.15 if a_i else -0.15}"))
+            ax.annotate(
+                "",
+                pos[k],
+                pos[src],
+                arrowprops=dict(
+                    arrowstyle="->",
+                    color="0.35",
+                    shrinkA=9,
+                    shrinkB=9,
+                    connectionstyle=f"arc3,rad={0.15 if a_i else -0.15}",
+                ),
+            )
             if a_i < len(labels):
-                ax.text(pos[k][0] - 0.28, pos[k][1] + (0.22 if a_i == 0 else -0.22), labels[a_i], fontsize=8,
-                        color="C3", ha="center", va="center")
+                ax.text(
+                    pos[k][0] - 0.28,
+                    pos[k][1] + (0.22 if a_i == 0 else -0.22),
+                    labels[a_i],
+                    fontsize=8,
+                    color="C3",
+                    ha="center",
+                    va="center",
+                )
     for j, src in enumerate(outs):
-        ax.annotate("", (right, -1.2 * j), pos[src], arrowprops=dict(arrowstyle="->", color="C0", shrinkA=9, shrinkB=9,
-                                                                     connectionstyle="arc3,rad=0.08"))
+        ax.annotate(
+            "",
+            (right, -1.2 * j),
+            pos[src],
+            arrowprops=dict(
+                arrowstyle="->", color="C0", shrinkA=9, shrinkB=9, connectionstyle="arc3,rad=0.08"
+            ),
+        )
     ax.set_xlim(-0.5, right + 0.5)
     ax.set_ylim(-1.2 * (R - 1) - 0.8, 0.8)
     ax.axis("off")
@@ -1098,35 +1454,73 @@ def draw_circuit(spec: NRAMSpec, logits, ax=None, title: str | None = None):
 
 # %% book/nram.md
 NRAM_CONFIGS = {
-    "access": TrainConfig(task="access", memory_size=22, timesteps=4, max_difficulty=20, entropy=0.01),
-    "increment": TrainConfig(task="increment", registers=5, memory_size=16, timesteps=18, max_difficulty=15,
-                             entropy=0.01),
+    "access": TrainConfig(
+        task="access", memory_size=22, timesteps=4, max_difficulty=20, entropy=0.01
+    ),
+    "increment": TrainConfig(
+        task="increment", registers=5, memory_size=16, timesteps=18, max_difficulty=15, entropy=0.01
+    ),
     "copy": TrainConfig(task="copy", memory_size=31, timesteps=20, max_difficulty=15, entropy=0.01),
-    "reverse": TrainConfig(task="reverse", memory_size=31, timesteps=20, max_difficulty=15, entropy=0.01),
+    "reverse": TrainConfig(
+        task="reverse", memory_size=31, timesteps=20, max_difficulty=15, entropy=0.01
+    ),
     "swap": TrainConfig(task="swap", memory_size=24, timesteps=6, max_difficulty=20, entropy=0.01),
 }
 """The five easy tasks at the paper's training lengths (Table 1: len(A) <= 20, 15, 15, 15, 20)."""
 
 BOOK_CONFIGS = {
-    "copy": TrainConfig(task="copy", memory_size=16, timesteps=12, max_difficulty=7, entropy=0.01, steps=10000, seed=1),
-    "access": TrainConfig(task="access", memory_size=12, timesteps=4, max_difficulty=10, entropy=0.01, steps=4000, seed=0),
+    "copy": TrainConfig(
+        task="copy",
+        memory_size=16,
+        timesteps=12,
+        max_difficulty=7,
+        entropy=0.01,
+        steps=10000,
+        seed=1,
+    ),
+    "access": TrainConfig(
+        task="access",
+        memory_size=12,
+        timesteps=4,
+        max_difficulty=10,
+        entropy=0.01,
+        steps=4000,
+        seed=0,
+    ),
 }
 """Copy and Access sized for a chapter that runs in minutes on a laptop CPU."""
 
 
 # %% book/nram.md
-@checks(spec=Instance(NRAMSpec), policy=Function(), timesteps=Int(1), min_seconds=Float(0),
-        min_repeats=Int(1))
-def time_machines(spec: NRAMSpec, policy: Callable, sizes: Sequence[int] = (50, 100, 500), *, timesteps: int = 40,
-                  min_seconds: float = 0.25, min_repeats: int = 5) -> list[dict]:
-    """Seconds per timestep of the discretised and the fuzzy machine running `policy` on Copy, per tape size M
-    (Sec. 3.4: the discretised machine's memory access is O(1) in M, the fuzzy one's O(M^2)).
+@checks(
+    spec=Instance(NRAMSpec),
+    policy=Function(),
+    timesteps=Int(1),
+    min_seconds=Float(0),
+    min_repeats=Int(1),
+)
+def time_machines(
+    spec: NRAMSpec,
+    policy: Callable,
+    sizes: Sequence[int] = (50, 100, 500),
+    *,
+    timesteps: int = 40,
+    min_seconds: float = 0.25,
+    min_repeats: int = 5,
+) -> list[dict]:
+    """Seconds per timestep of the discretised and the fuzzy machine running `policy` on Copy, per
+    tape size M (Sec. 3.4: the discretised machine's memory access is O(1) in M, the fuzzy one's
+    O(M^2)).
 
-    Each machine is called until the calls have taken `min_seconds` and there were at least `min_repeats` of
-    them, and the fastest call counts: a call of the discretised machine lasts tens of microseconds, so a fixed
-    handful of calls measures the scheduler's noise (a factor of 3 on a shared CPU) more than the machine."""
+    Each machine is called until the calls have taken `min_seconds` and there were at least
+    `min_repeats` of them, and the fastest call counts: a call of the discretised machine lasts tens
+    of microseconds, so a fixed handful of calls measures the scheduler's noise (a factor of 3 on a
+    shared CPU) more than the machine."""
     if min_seconds < 0 or min_repeats < 1:
-        raise ValueError(f"time_machines needs min_seconds >= 0 and min_repeats >= 1, got {min_seconds}, {min_repeats}")
+        raise ValueError(
+            f"time_machines needs min_seconds >= 0 and min_repeats >= 1, got {min_seconds}, "
+            f"{min_repeats}"
+        )
 
     def fastest(fn, args):
         jax.block_until_ready(fn(*args))
@@ -1145,69 +1539,131 @@ def time_machines(spec: NRAMSpec, policy: Callable, sizes: Sequence[int] = (50, 
         memory = jnp.asarray(batch.memory)
         discrete = jax.jit(lambda m: run_discrete(spec, policy, m, timesteps))
         fuzzy = jax.jit(lambda m, y: run_output(run_fuzzy(spec, policy, m, y, timesteps)))
-        rows.append({"M": M, "discrete_seconds_per_step": fastest(discrete, (memory[0],)) / timesteps,
-                     "fuzzy_seconds_per_step": fastest(fuzzy, (memory, memory)) / timesteps})
+        rows.append(
+            {
+                "M": M,
+                "discrete_seconds_per_step": fastest(discrete, (memory[0],)) / timesteps,
+                "fuzzy_seconds_per_step": fastest(fuzzy, (memory, memory)) / timesteps,
+            }
+        )
     return rows
 
 
 # %% book/nram.md
 def _progress_log(name: str, every: int) -> Callable:
-    """A train_nram `log` that prints one line every `every` steps (for long runs in the background)."""
+    """A train_nram `log` that prints one line every `every` steps (for long runs in the
+    background)."""
+
     def log(row):
         if row["step"] % every == 0:
-            print(f"{name}: step {row['step']} loss {row['loss']:.3f} error {row['error']:.4f} "
-                  f"level {row['level']}", flush=True)
+            print(
+                f"{name}: step {row['step']} loss {row['loss']:.3f} error {row['error']:.4f} "
+                f"level {row['level']}",
+                flush=True,
+            )
+
     return log
 
 
 def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
-    """What a results row keeps of one training run: its configuration, curriculum, history and the selected
-    controller."""
-    return {"train_config": dataclasses.asdict(config), "final_level": result.level,
-            "selected_step": result.selected_step, "train_seconds": round(result.wall_seconds, 1),
-            "history": {k: v.tolist() for k, v in result.history.items()},
-            "controller": controller_text(result.controller)}
+    """What a results row keeps of one training run: its configuration, curriculum, history and the
+    selected controller."""
+    return {
+        "train_config": dataclasses.asdict(config),
+        "final_level": result.level,
+        "selected_step": result.selected_step,
+        "train_seconds": round(result.wall_seconds, 1),
+        "history": {k: v.tolist() for k, v in result.history.items()},
+        "controller": controller_text(result.controller),
+    }
 
 
 @_experiment(
-    "nram", chapter="nram",
-    book={"scale": "book", "tasks": ["copy", "access"], "seeds": None, "steps": None, "setting": {},
-          "test_lengths": [5, 10, 20, 30, 50], "test_examples": 200},
-    paper={"scale": "paper", "tasks": list(EASY_TASKS), "seeds": [0, 1, 2, 3], "steps": 20000, "setting": {},
-           "test_lengths": [5, 10, 15, 20, 25, 30, 40, 50], "test_examples": 200},
+    "nram",
+    chapter="nram",
+    book={
+        "scale": "book",
+        "tasks": ["copy", "access"],
+        "seeds": None,
+        "steps": None,
+        "setting": {},
+        "test_lengths": [5, 10, 20, 30, 50],
+        "test_examples": 200,
+    },
+    paper={
+        "scale": "paper",
+        "tasks": list(EASY_TASKS),
+        "seeds": [0, 1, 2, 3],
+        "steps": 20000,
+        "setting": {},
+        "test_lengths": [5, 10, 15, 20, 25, 30, 40, 50],
+        "test_examples": 200,
+    },
 )
 def run_nram(config: dict) -> list:
-    """Table 1 for the easy tasks: train each task with each seed (BOOK_CONFIGS or NRAM_CONFIGS, with the
-    TrainConfig fields of `setting` changed), then the error at the top training length, the generalisation
-    error up to length 50 and the discretised agreement; each row keeps the selected controller
-    (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
+    """Table 1 for the easy tasks: train each task with each seed (BOOK_CONFIGS or NRAM_CONFIGS,
+    with the TrainConfig fields of `setting` changed), then the error at the top training length,
+    the generalisation error up to length 50 and the discretised agreement; each row keeps the
+    selected controller (`load_controller(TrainConfig(**row["train_config"]),
+    row["controller"])`)."""
     configs = {"book": BOOK_CONFIGS, "paper": NRAM_CONFIGS}[config["scale"]]
     setting = config.get("setting") or {}
     rows = []
     for task in config["tasks"]:
         for seed in config["seeds"] or [configs[task].seed]:  # None: the seed of the task's config
-            train = dataclasses.replace(configs[task], seed=seed, steps=config["steps"] or configs[task].steps,
-                                        **setting)
-            name = f"{task} seed {seed}" + (f" {json.dumps(setting, sort_keys=True)}" if setting else "")
+            train = dataclasses.replace(
+                configs[task], seed=seed, steps=config["steps"] or configs[task].steps, **setting
+            )
+            name = f"{task} seed {seed}" + (
+                f" {json.dumps(setting, sort_keys=True)}" if setting else ""
+            )
 
             def unit(checkpoint_dir, task=task, seed=seed, train=train):
-                result = train_nram(train, progress=False, log=_progress_log(f"{task} seed {seed}", every=2000),
-                                    checkpoint_dir=checkpoint_dir)
-                top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1)
-                tests = [evaluate(result.controller, train, n, examples=config["test_examples"], seed=seed + 1 + n)
-                         for n in config["test_lengths"]]
-                return {"task": task, "seed": seed, "setting": setting, **_run_record(train, result),
-                        "error_at_max_length": top["error"], "discrete_error_at_max_length": top["error_discrete"],
-                        "agreement_at_max_length": top["agreement"], "generalisation": tests}
+                result = train_nram(
+                    train,
+                    progress=False,
+                    log=_progress_log(f"{task} seed {seed}", every=2000),
+                    checkpoint_dir=checkpoint_dir,
+                )
+                top = evaluate(
+                    result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1
+                )
+                tests = [
+                    evaluate(
+                        result.controller,
+                        train,
+                        n,
+                        examples=config["test_examples"],
+                        seed=seed + 1 + n,
+                    )
+                    for n in config["test_lengths"]
+                ]
+                return {
+                    "task": task,
+                    "seed": seed,
+                    "setting": setting,
+                    **_run_record(train, result),
+                    "error_at_max_length": top["error"],
+                    "discrete_error_at_max_length": top["error_discrete"],
+                    "agreement_at_max_length": top["agreement"],
+                    "generalisation": tests,
+                }
 
             rows.append(run_unit(name, unit))
     return rows
 
 
-SEARCH_SPACE = {"entropy": [0.003, 0.01, 0.03, 0.1], "noise_eta": [0.0, 0.01, 0.1, 0.3],
-                "learning_rate": [0.003, 0.01, 0.03], "hidden": [64, 128], "registers": [4, 5, 6],
-                "repeats": [1, 2], "controller": ["mlp", "lstm"]}
-"""The hyper-parameters `nram-search` draws from, each uniformly from its list (the paper gives none)."""
+SEARCH_SPACE = {
+    "entropy": [0.003, 0.01, 0.03, 0.1],
+    "noise_eta": [0.0, 0.01, 0.1, 0.3],
+    "learning_rate": [0.003, 0.01, 0.03],
+    "hidden": [64, 128],
+    "registers": [4, 5, 6],
+    "repeats": [1, 2],
+    "controller": ["mlp", "lstm"],
+}
+"""The hyper-parameters `nram-search` draws from, each uniformly from its list (the paper gives
+none)."""
 
 
 @checks(count=Int(0), seed=Int(0))
@@ -1215,39 +1671,78 @@ def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
     """`count` settings, each field drawn independently and uniformly from its list in `space`."""
     rng = np.random.default_rng(seed)
     if count < 0 or any(not isinstance(v, list) or not v for v in space.values()):
-        raise ValueError("draw_settings needs count >= 0 and a non-empty list of values for every field")
-    bad = set(space) - {f.name for f in dataclasses.fields(TrainConfig)} | ({"task", "seed", "steps"} & set(space))
+        raise ValueError(
+            "draw_settings needs count >= 0 and a non-empty list of values for every field"
+        )
+    bad = set(space) - {f.name for f in dataclasses.fields(TrainConfig)} | (
+        {"task", "seed", "steps"} & set(space)
+    )
     if bad:
-        raise ValueError(f"the search space names fields that are not searchable TrainConfig fields: {sorted(bad)}")
+        raise ValueError(
+            "the search space names fields that are not searchable TrainConfig fields: "
+            f"{sorted(bad)}"
+        )
     return [{k: v[int(rng.integers(len(v)))] for k, v in space.items()} for _ in range(count)]
 
 
 @_experiment(
-    "nram-search", chapter="nram",
-    book={"task": "swap", "count": 2, "search_seed": 0, "steps": 200, "space": {"registers": [4, 5]},
-          "examples": 200},
-    paper={"task": "swap", "count": 24, "search_seed": 0, "steps": 5000, "space": SEARCH_SPACE, "examples": 500},
+    "nram-search",
+    chapter="nram",
+    book={
+        "task": "swap",
+        "count": 2,
+        "search_seed": 0,
+        "steps": 200,
+        "space": {"registers": [4, 5]},
+        "examples": 200,
+    },
+    paper={
+        "task": "swap",
+        "count": 24,
+        "search_seed": 0,
+        "steps": 5000,
+        "space": SEARCH_SPACE,
+        "examples": 500,
+    },
 )
 def run_nram_search(config: dict) -> list:
-    """A random search for one task at its paper length (NRAM_CONFIGS): `count` settings drawn from `space`
-    (draw_settings), the i-th trained with seed i for `steps` steps; per run the curriculum level reached and
-    the error of the selected controller at the top training length (fuzzy and discretised), and the controller
-    itself (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
+    """A random search for one task at its paper length (NRAM_CONFIGS): `count` settings drawn from
+    `space` (draw_settings), the i-th trained with seed i for `steps` steps; per run the curriculum
+    level reached and the error of the selected controller at the top training length (fuzzy and
+    discretised), and the controller itself (`load_controller(TrainConfig(**row["train_config"]),
+    row["controller"])`)."""
     base = NRAM_CONFIGS[config["task"]]
     rows = []
-    for i, setting in enumerate(draw_settings(config["space"], config["count"], config["search_seed"])):
+    for i, setting in enumerate(
+        draw_settings(config["space"], config["count"], config["search_seed"])
+    ):
         train = dataclasses.replace(base, seed=i, steps=config["steps"], **setting)
 
         def unit(checkpoint_dir, i=i, setting=setting, train=train):
             result = train_nram(train, progress=False, checkpoint_dir=checkpoint_dir)
-            top = evaluate(result.controller, train, train.max_difficulty, examples=config["examples"], seed=i + 1)
+            top = evaluate(
+                result.controller,
+                train,
+                train.max_difficulty,
+                examples=config["examples"],
+                seed=i + 1,
+            )
             h = result.history
-            return {"task": train.task, "seed": i, "setting": setting, "final_level": result.level,
-                    "max_level": train.max_difficulty, "selected_step": result.selected_step,
-                    "train_seconds": round(result.wall_seconds, 1), "error": top["error"],
-                    "discrete_error": top["error_discrete"], "agreement": top["agreement"],
-                    "history": {k: h[k].tolist() for k in ("step", "loss", "error_level", "level")},
-                    "train_config": dataclasses.asdict(train), "controller": controller_text(result.controller)}
+            return {
+                "task": train.task,
+                "seed": i,
+                "setting": setting,
+                "final_level": result.level,
+                "max_level": train.max_difficulty,
+                "selected_step": result.selected_step,
+                "train_seconds": round(result.wall_seconds, 1),
+                "error": top["error"],
+                "discrete_error": top["error_discrete"],
+                "agreement": top["agreement"],
+                "history": {k: h[k].tolist() for k in ("step", "loss", "error_level", "level")},
+                "train_config": dataclasses.asdict(train),
+                "controller": controller_text(result.controller),
+            }
 
         rows.append(run_unit(f"{train.task} {i} {json.dumps(setting, sort_keys=True)}", unit))
     return rows
@@ -1266,64 +1761,145 @@ NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piec
 # %% book/nram.md
 @checks(spec=Instance(NRAMSpec))
 def swap_program(spec: NRAMSpec) -> Callable:
-    """A hand-written policy that solves Swap in five timesteps (Sec. 8 of the chapter). Needs R >= 4 and the
-    modules READ, ZERO, ONE, WRITE; the phase is read from the registers' zero tests."""
-    phases = [jnp.asarray(program_logits(spec, inputs, registers + ["r5", "r6"][:spec.registers - 4], finish))
-              for inputs, registers, finish in (
-        ({"READ": "r1", "WRITE": ("r3", "READ")}, ["READ", "ONE", "r3", "r4"], False),   # r1 = p, r2 = 1
-        ({"READ": "r2", "WRITE": ("r2", "READ")}, ["r1", "READ", "r3", "ONE"], False),   # r2 = q, r4 = 1
-        ({"READ": "r1", "WRITE": ("r1", "READ")}, ["r1", "r2", "READ", "r4"], False),    # r3 = A[p]
-        ({"READ": "r2", "WRITE": ("r2", "r3")}, ["r1", "ZERO", "r3", "READ"], False),    # r4 = A[q], cell q = A[p]
-        ({"READ": "r1", "WRITE": ("r1", "r4")}, ["r1", "r2", "r3", "r4"], True))]        # cell p = A[q]; finish
+    """A hand-written policy that solves Swap in five timesteps (Sec. 8 of the chapter). Needs R >=
+    4 and the modules READ, ZERO, ONE, WRITE; the phase is read from the registers' zero tests."""
+    phases = [
+        jnp.asarray(
+            program_logits(spec, inputs, registers + ["r5", "r6"][: spec.registers - 4], finish)
+        )
+        for inputs, registers, finish in (
+            (
+                {"READ": "r1", "WRITE": ("r3", "READ")},
+                ["READ", "ONE", "r3", "r4"],
+                False,
+            ),  # r1 = p, r2 = 1
+            (
+                {"READ": "r2", "WRITE": ("r2", "READ")},
+                ["r1", "READ", "r3", "ONE"],
+                False,
+            ),  # r2 = q, r4 = 1
+            (
+                {"READ": "r1", "WRITE": ("r1", "READ")},
+                ["r1", "r2", "READ", "r4"],
+                False,
+            ),  # r3 = A[p]
+            (
+                {"READ": "r2", "WRITE": ("r2", "r3")},
+                ["r1", "ZERO", "r3", "READ"],
+                False,
+            ),  # r4 = A[q], cell q = A[p]
+            ({"READ": "r1", "WRITE": ("r1", "r4")}, ["r1", "r2", "r3", "r4"], True),
+        )
+    ]  # cell p = A[q]; finish
 
     def policy(bits, carry):
         """r1 = 0: first phase; r2 = 0: last; r3 and r4 = 0: second; r3 = 0: third; else fourth."""
-        z1, z2, z3, z4 = (bits[..., i:i + 1] > 0.5 for i in range(4))
-        return jnp.where(z1, phases[0], jnp.where(z2, phases[4], jnp.where(z3 & z4, phases[1],
-                         jnp.where(z3, phases[2], phases[3])))), carry
+        z1, z2, z3, z4 = (bits[..., i : i + 1] > 0.5 for i in range(4))
+        return jnp.where(
+            z1,
+            phases[0],
+            jnp.where(
+                z2, phases[4], jnp.where(z3 & z4, phases[1], jnp.where(z3, phases[2], phases[3]))
+            ),
+        ), carry
 
     return policy
 
 
 # %% book/nram.md
 HARD_CONFIGS = {
-    "permutation": TrainConfig(task="permutation", memory_size=13, timesteps=14, max_difficulty=6, entropy=0.01),
-    "listk": TrainConfig(task="listk", memory_size=23, timesteps=14, max_difficulty=10, entropy=0.01),
-    "listsearch": TrainConfig(task="listsearch", memory_size=15, timesteps=14, max_difficulty=6, entropy=0.01),
-    "merge": TrainConfig(task="merge", memory_size=25, timesteps=24, max_difficulty=10, entropy=0.01),
-    "walkbst": TrainConfig(task="walkbst", memory_size=43, timesteps=22, max_difficulty=10, entropy=0.01),
+    "permutation": TrainConfig(
+        task="permutation", memory_size=13, timesteps=14, max_difficulty=6, entropy=0.01
+    ),
+    "listk": TrainConfig(
+        task="listk", memory_size=23, timesteps=14, max_difficulty=10, entropy=0.01
+    ),
+    "listsearch": TrainConfig(
+        task="listsearch", memory_size=15, timesteps=14, max_difficulty=6, entropy=0.01
+    ),
+    "merge": TrainConfig(
+        task="merge", memory_size=25, timesteps=24, max_difficulty=10, entropy=0.01
+    ),
+    "walkbst": TrainConfig(
+        task="walkbst", memory_size=43, timesteps=22, max_difficulty=10, entropy=0.01
+    ),
 }
-"""The hard tasks at Table 1's training complexities (Permutation and ListSearch 6, the others 10)."""
+"""The hard tasks at Table 1's training complexities (Permutation and ListSearch 6, the others
+10)."""
 
 
 @_experiment(
-    "nram-hard", chapter="nram",
-    book={"tasks": ["permutation"], "seeds": [0], "settings": [{}], "steps": 2000, "figure3": [6, 10],
-          "test_examples": 200},
-    paper={"tasks": list(HARD_TASKS), "seeds": list(range(8)), "settings": [{}, {"repeats": 2}], "steps": 20000,
-           "figure3": [10, 15, 20, 25, 30], "test_examples": 500},
+    "nram-hard",
+    chapter="nram",
+    book={
+        "tasks": ["permutation"],
+        "seeds": [0],
+        "settings": [{}],
+        "steps": 2000,
+        "figure3": [6, 10],
+        "test_examples": 200,
+    },
+    paper={
+        "tasks": list(HARD_TASKS),
+        "seeds": list(range(8)),
+        "settings": [{}, {"repeats": 2}],
+        "steps": 20000,
+        "figure3": [10, 15, 20, 25, 30],
+        "test_examples": 500,
+    },
 )
 def run_nram_hard(config: dict) -> list:
-    """The hard tasks: one run per task, setting (TrainConfig fields changed from HARD_CONFIGS) and seed; the
-    error at the training complexities (uniform on 1..max), the discretised machine's, and Figure 3's points."""
+    """The hard tasks: one run per task, setting (TrainConfig fields changed from HARD_CONFIGS) and
+    seed; the error at the training complexities (uniform on 1..max), the discretised machine's, and
+    Figure 3's points."""
     rows = []
     for task in config["tasks"]:
         for setting in config["settings"]:
             for seed in config["seeds"]:
-                train = dataclasses.replace(HARD_CONFIGS[task], seed=seed, steps=config["steps"], **setting)
+                train = dataclasses.replace(
+                    HARD_CONFIGS[task], seed=seed, steps=config["steps"], **setting
+                )
 
                 def unit(checkpoint_dir, task=task, setting=setting, seed=seed, train=train):
-                    result = train_nram(train, progress=False, checkpoint_dir=checkpoint_dir,
-                                        log=_progress_log(f"{task} {setting} seed {seed}", every=2000))
-                    top = evaluate(result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1,
-                                   mixed=True)
-                    curve = [evaluate(result.controller, train, x, examples=config["test_examples"],
-                                      seed=seed + 1 + x, mixed=True) for x in config["figure3"]]
-                    return {"task": task, "setting": setting, "seed": seed, **_run_record(train, result),
-                            "train_error": top["error"], "discrete_error": top["error_discrete"],
-                            "agreement": top["agreement"], "figure3": curve}
+                    result = train_nram(
+                        train,
+                        progress=False,
+                        checkpoint_dir=checkpoint_dir,
+                        log=_progress_log(f"{task} {setting} seed {seed}", every=2000),
+                    )
+                    top = evaluate(
+                        result.controller,
+                        train,
+                        train.max_difficulty,
+                        examples=1000,
+                        seed=seed + 1,
+                        mixed=True,
+                    )
+                    curve = [
+                        evaluate(
+                            result.controller,
+                            train,
+                            x,
+                            examples=config["test_examples"],
+                            seed=seed + 1 + x,
+                            mixed=True,
+                        )
+                        for x in config["figure3"]
+                    ]
+                    return {
+                        "task": task,
+                        "setting": setting,
+                        "seed": seed,
+                        **_run_record(train, result),
+                        "train_error": top["error"],
+                        "discrete_error": top["error_discrete"],
+                        "agreement": top["agreement"],
+                        "figure3": curve,
+                    }
 
-                rows.append(run_unit(f"{task} {json.dumps(setting, sort_keys=True)} seed {seed}", unit))
+                rows.append(
+                    run_unit(f"{task} {json.dumps(setting, sort_keys=True)} seed {seed}", unit)
+                )
     return rows
 
 
@@ -1398,66 +1974,66 @@ CLAIMS = [
 
 
 __all__ = [
-    'ARITY',
-    'BOOK_CONFIGS',
-    'CLAIMS',
-    'CircuitLayout',
-    'Curriculum',
-    'EASY_TASKS',
-    'Example',
-    'HARD_CONFIGS',
-    'HARD_TASKS',
-    'LSTMController',
-    'MLPController',
-    'MODULES',
-    'NRAMResult',
-    'NRAMSpec',
-    'NRAM_CONFIGS',
-    'NRAM_PARTS',
-    'PolicyController',
-    'Run',
-    'SEARCH_SPACE',
-    'TASKS',
-    'Task',
-    'TrainConfig',
-    'cell_errors',
-    'circuit_choices',
-    'circuit_layout',
-    'circular_add',
-    'circular_sub',
-    'clip_gradient',
-    'controller_policy',
-    'controller_text',
-    'copy_program',
-    'discrete_step',
-    'draw_circuit',
-    'draw_settings',
-    'evaluate',
-    'finish_probabilities',
-    'finish_step',
-    'format_trace',
-    'fuzzy_step',
-    'load_controller',
-    'make_batch',
-    'make_controller',
-    'make_optimizer',
-    'module_dist',
-    'module_int',
-    'nram_loss',
-    'program_logits',
-    'read',
-    'renormalise',
-    'run_discrete',
-    'run_fuzzy',
-    'run_nram',
-    'run_nram_hard',
-    'run_nram_search',
-    'run_output',
-    'safe_log',
-    'scaled_size',
-    'swap_program',
-    'time_machines',
-    'trace',
-    'train_nram',
-    'write',
+    "ARITY",
+    "BOOK_CONFIGS",
+    "CLAIMS",
+    "CircuitLayout",
+    "Curriculum",
+    "EASY_TASKS",
+    "Example",
+    "HARD_CONFIGS",
+    "HARD_TASKS",
+    "LSTMController",
+    "MLPController",
+    "MODULES",
+    "NRAMResult",
+    "NRAMSpec",
+    "NRAM_CONFIGS",
+    "NRAM_PARTS",
+    "PolicyController",
+    "Run",
+    "SEARCH_SPACE",
+    "TASKS",
+    "Task",
+    "TrainConfig",
+    "cell_errors",
+    "circuit_choices",
+    "circuit_layout",
+    "circular_add",
+    "circular_sub",
+    "clip_gradient",
+    "controller_policy",
+    "controller_text",
+    "copy_program",
+    "discrete_step",
+    "draw_circuit",
+    "draw_settings",
+    "evaluate",
+    "finish_probabilities",
+    "finish_step",
+    "format_trace",
+    "fuzzy_step",
+    "load_controller",
+    "make_batch",
+    "make_controller",
+    "make_optimizer",
+    "module_dist",
+    "module_int",
+    "nram_loss",
+    "program_logits",
+    "read",
+    "renormalise",
+    "run_discrete",
+    "run_fuzzy",
+    "run_nram",
+    "run_nram_hard",
+    "run_nram_search",
+    "run_output",
+    "safe_log",
+    "scaled_size",
+    "swap_program",
+    "time_machines",
+    "trace",
+    "train_nram",
+    "write",
 ]

@@ -39,11 +39,15 @@ def check_betas(betas) -> jax.Array:
     """Validate inverse temperatures: strictly decreasing from beta_1 = 1 to beta_M = 0, M >= 2."""
     b = np.asarray(betas, dtype=np.float64)
     if b.ndim != 1 or b.size < 2:
-        raise ValueError(f"betas must be a vector of at least two inverse temperatures, got shape {b.shape}")
+        raise ValueError(
+            f"betas must be a vector of at least two inverse temperatures, got shape {b.shape}"
+        )
     if not np.isfinite(b).all():
         raise ValueError(f"betas must be finite, got {b}")
     if b[0] != 1.0 or b[-1] != 0.0:
-        raise ValueError(f"betas must run from 1 (the model) to 0 (the tractable base), got {b[0]} ... {b[-1]}")
+        raise ValueError(
+            f"betas must run from 1 (the model) to 0 (the tractable base), got {b[0]} ... {b[-1]}"
+        )
     if not (np.diff(b) < 0).all():
         raise ValueError(f"betas must be strictly decreasing, got {b}")
     return jnp.asarray(b, jnp.float32)
@@ -57,7 +61,8 @@ def linear_betas(n_temps: int) -> jax.Array:
 
 @checks(x=Array(ndim=2), eps=Float(0, 0.5, low_open=True, high_open=True))
 def log_odds_of_mean(x, eps: float = 1e-3) -> jax.Array:
-    """logit of the column means of x, clipped to [eps, 1 - eps]: the visible-bias start of footnote 4."""
+    """logit of the column means of x, clipped to [eps, 1 - eps]: the visible-bias start of footnote
+    4."""
     m = jnp.clip(jnp.mean(jnp.asarray(x, jnp.float32), 0), eps, 1 - eps)
     return jnp.log(m / (1 - m))
 
@@ -70,14 +75,29 @@ class RBM(nnx.Module):
     temperatures on an (M, N, n_visible) stack of particles.
     """
 
-    @checks(n_visible=Int(1), n_hidden=Int(1), init_scale=Float(0),
-            visible_bias=Maybe(Array(ndim=1)))
-    def __init__(self, n_visible: int, n_hidden: int, *, rngs: nnx.Rngs, init_scale: float = 0.01,
-                 visible_bias=None, dtype=jnp.float32):
+    @checks(
+        n_visible=Int(1), n_hidden=Int(1), init_scale=Float(0), visible_bias=Maybe(Array(ndim=1))
+    )
+    def __init__(
+        self,
+        n_visible: int,
+        n_hidden: int,
+        *,
+        rngs: nnx.Rngs,
+        init_scale: float = 0.01,
+        visible_bias=None,
+        dtype=jnp.float32,
+    ):
         if n_visible < 1 or n_hidden < 1:
             raise ValueError(f"an RBM needs n_visible, n_hidden >= 1, got {n_visible}, {n_hidden}")
-        self.W = nnx.Param(init_scale * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype))
-        b = jnp.zeros(n_visible, dtype) if visible_bias is None else jnp.asarray(visible_bias, dtype)
+        self.W = nnx.Param(
+            init_scale * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype)
+        )
+        b = (
+            jnp.zeros(n_visible, dtype)
+            if visible_bias is None
+            else jnp.asarray(visible_bias, dtype)
+        )
         if b.shape != (n_visible,):
             raise ValueError(f"visible_bias must have shape ({n_visible},), got {b.shape}")
         self.b = nnx.Param(b)
@@ -119,10 +139,14 @@ class RBM(nnx.Module):
     def sample_visible(self, h, key, beta=1.0):
         """v ~ p_beta(v | h) = Bernoulli(sigmoid(b + beta W h))."""
         beta = jnp.asarray(beta)[..., None]
-        return jax.random.bernoulli(key, jax.nn.sigmoid(self.b[...] + beta * (h @ self.W[...].T))).astype(h.dtype)
+        return jax.random.bernoulli(
+            key, jax.nn.sigmoid(self.b[...] + beta * (h @ self.W[...].T))
+        ).astype(h.dtype)
 
     def gibbs(self, v, key, beta=1.0, steps: int = 1):
-        """`steps` sweeps v -> h -> v at inverse temperature beta; returns (v, a(v)), v keeping its dtype."""
+        """`steps` sweeps v -> h -> v at inverse temperature beta; returns (v, a(v)), v keeping its
+        dtype."""
+
         def sweep(carry, k):
             v, a = carry
             kh, kv = jax.random.split(k)
@@ -146,32 +170,38 @@ def binary_codes(n_bits: int, start=0, count: int | None = None) -> jax.Array:
     Refuses to build all 2^n_bits codes above 2^24 (pass start and count to take them in chunks).
     """
     if count is None and n_bits > 24:
-        raise ValueError(f"binary_codes would build all 2^{n_bits} codes (n_bits={n_bits}); above "
-                         "2^24 pass start and count")
-    count = 2 ** n_bits if count is None else count
+        raise ValueError(
+            f"binary_codes would build all 2^{n_bits} codes (n_bits={n_bits}); above "
+            "2^24 pass start and count"
+        )
+    count = 2**n_bits if count is None else count
     r = start + jnp.arange(count)
     return ((r[:, None] >> jnp.arange(n_bits)) & 1).astype(jnp.float32)
 
 
 @partial(jax.jit, static_argnames=("low_bits",))
 def _chunk_log_sums(K, lin, other_bias, low_bits: int):
-    """For each setting of the high bits: log sum over the low bits of lin.x + sum softplus(other_bias + x K)."""
+    """For each setting of the high bits: log sum over the low bits of lin.x + sum
+    softplus(other_bias + x K)."""
     n = K.shape[0]
     lo = binary_codes(low_bits)
-    table = lo @ K[:low_bits]                      # (2^L, n_other), once
+    table = lo @ K[:low_bits]  # (2^L, n_other), once
     lin_lo = lo @ lin[:low_bits]
-    high = binary_codes(n - low_bits)              # (2^(n-L), n-L)
+    high = binary_codes(n - low_bits)  # (2^(n-L), n-L)
 
     def chunk(hbits):
-        base = hbits @ K[low_bits:] + other_bias   # (n_other,)
-        return jax.nn.logsumexp(lin_lo + hbits @ lin[low_bits:] + jnp.sum(softplus(table + base), -1))
+        base = hbits @ K[low_bits:] + other_bias  # (n_other,)
+        return jax.nn.logsumexp(
+            lin_lo + hbits @ lin[low_bits:] + jnp.sum(softplus(table + base), -1)
+        )
 
     return jax.lax.map(chunk, high)
 
 
 @checks(rbm=Instance(RBM), beta=Float(0), low_bits=Int(1), max_bits=Int(1))
 def exact_log_z(rbm: RBM, beta: float = 1.0, *, low_bits: int = 14, max_bits: int = 30) -> float:
-    """log Z_beta, exactly (eq. pt-exact), enumerating the smaller layer in chunks of 2^low_bits codes."""
+    """log Z_beta, exactly (eq. pt-exact), enumerating the smaller layer in chunks of 2^low_bits
+    codes."""
     W, b, c = rbm.W[...], rbm.b[...], rbm.c[...]
     beta = float(beta)
     if rbm.n_hidden <= rbm.n_visible:
@@ -180,8 +210,10 @@ def exact_log_z(rbm: RBM, beta: float = 1.0, *, low_bits: int = 14, max_bits: in
         K, lin, other = beta * W, b, beta * c
     n = K.shape[0]
     if n > max_bits:
-        raise ValueError(f"exact_log_z would enumerate 2^{n} states (the smaller layer has {n} units, the limit "
-                         f"is max_bits={max_bits}); use ais_log_z for a model this size")
+        raise ValueError(
+            f"exact_log_z would enumerate 2^{n} states (the smaller layer has {n} units, the limit "
+            f"is max_bits={max_bits}); use ais_log_z for a model this size"
+        )
     chunks = np.asarray(_chunk_log_sums(K, lin, other, min(low_bits, n)), np.float64)
     m = chunks.max()
     return float(m + np.log(np.sum(np.exp(chunks - m))))
@@ -190,14 +222,15 @@ def exact_log_z(rbm: RBM, beta: float = 1.0, *, low_bits: int = 14, max_bits: in
 # %% book/partition.md
 @checks(rbm=Instance(RBM), key=Key(), parity=OneOf(0, 1))
 def swap_pass(rbm: RBM, v, a, betas, key, parity: int):
-    """Propose swaps (i, i+1) for all i with i % 2 == parity, independently for each of the N chains.
+    """Propose swaps (i, i+1) for all i with i % 2 == parity, independently for each of the N
+    chains.
 
     v: (M, N, n_visible) particles, a = a(v). Returns (v, a, acceptance probability of each pair
     and chain, shape (M-1, N), zero for pairs not proposed in this pass).
     """
     g_self = rbm.tempered_term(a, betas[:, None])
-    g_up = rbm.tempered_term(a[:-1], betas[1:, None])      # G_{i+1}(x_i)
-    g_down = rbm.tempered_term(a[1:], betas[:-1, None])    # G_i(x_{i+1})
+    g_up = rbm.tempered_term(a[:-1], betas[1:, None])  # G_{i+1}(x_i)
+    g_down = rbm.tempered_term(a[1:], betas[:-1, None])  # G_i(x_{i+1})
     log_r = g_up + g_down - g_self[:-1] - g_self[1:]
     proposed = (jnp.arange(log_r.shape[0]) % 2 == parity)[:, None]
     accept = proposed & (jnp.log(jax.random.uniform(key, log_r.shape)) < log_r)
@@ -212,13 +245,16 @@ def swap_pass(rbm: RBM, v, a, betas, key, parity: int):
 
 @checks(rbm=Instance(RBM), key=Key(), gibbs_steps=Int(1))
 def pt_sweep(rbm: RBM, v, a, betas, key, gibbs_steps: int = 1):
-    """Gibbs at every temperature, then the even and the odd swap pass. Returns (v, a, swap rate per pair)."""
+    """Gibbs at every temperature, then the even and the odd swap pass. Returns (v, a, swap rate per
+    pair)."""
     kg, k0, k1 = jax.random.split(key, 3)
 
     def sweep(carry, k):
         v, a = carry
         kh, kv = jax.random.split(k)
-        v = rbm.sample_visible(rbm.sample_hidden(a, kh, betas[:, None]), kv, betas[:, None]).astype(v.dtype)
+        v = rbm.sample_visible(rbm.sample_hidden(a, kh, betas[:, None]), kv, betas[:, None]).astype(
+            v.dtype
+        )
         return (v, rbm.hidden_input(v).astype(a.dtype)), None
 
     (v, a), _ = jax.lax.scan(sweep, (v, a), jax.random.split(kg, gibbs_steps))
@@ -228,10 +264,15 @@ def pt_sweep(rbm: RBM, v, a, betas, key, gibbs_steps: int = 1):
 
 
 # %% book/partition.md
-@checks(swap_rate=Array(ndim=1), step=Float(0, 1, low_open=True),
-        min_rate=Float(0, 1, low_open=True, high_open=True),
-        max_rate=Float(0, 1, low_open=True, high_open=True))
-def adapt_betas(betas, swap_rate, *, step: float = 0.5, min_rate: float = 0.01, max_rate: float = 0.99) -> jax.Array:
+@checks(
+    swap_rate=Array(ndim=1),
+    step=Float(0, 1, low_open=True),
+    min_rate=Float(0, 1, low_open=True, high_open=True),
+    max_rate=Float(0, 1, low_open=True, high_open=True),
+)
+def adapt_betas(
+    betas, swap_rate, *, step: float = 0.5, min_rate: float = 0.01, max_rate: float = 0.99
+) -> jax.Array:
     """Inverse temperatures moved towards equal swap rates (eq. pt-adapt).
 
     betas (M,): strictly decreasing from 1 to 0; swap_rate (M-1,): the mean acceptance of each
@@ -242,11 +283,17 @@ def adapt_betas(betas, swap_rate, *, step: float = 0.5, min_rate: float = 0.01, 
     b = np.asarray(check_betas(betas), np.float64)
     rate = np.asarray(swap_rate, np.float64)
     if rate.shape != (b.size - 1,):
-        raise ValueError(f"swap_rate must have one rate per neighbouring pair, shape ({b.size - 1},), got {rate.shape}")
+        raise ValueError(
+            f"swap_rate must have one rate per neighbouring pair, shape ({b.size - 1},), got "
+            f"{rate.shape}"
+        )
     if not (np.isfinite(rate).all() and (rate >= 0).all() and (rate <= 1).all()):
         raise ValueError(f"swap rates must lie in [0, 1], got {rate}")
     if not 0 < step <= 1 or not 0 < min_rate < max_rate < 1:
-        raise ValueError(f"need 0 < step <= 1 and 0 < min_rate < max_rate < 1, got {step}, {min_rate}, {max_rate}")
+        raise ValueError(
+            f"need 0 < step <= 1 and 0 < min_rate < max_rate < 1, got {step}, {min_rate}, "
+            f"{max_rate}"
+        )
     length = 2.0 * erfcinv(np.clip(rate, min_rate, max_rate))
     cumulative = np.concatenate([[0.0], np.cumsum(length)])
     target = np.interp(np.linspace(0.0, cumulative[-1], b.size), cumulative, b)
@@ -258,11 +305,12 @@ def adapt_betas(betas, swap_rate, *, step: float = 0.5, min_rate: float = 0.01, 
 # %% book/partition.md
 @checks(log_w=Array(finite=False), axis=Int())
 def log_mean_exp(log_w, axis: int = -1):
-    """(log of the mean of exp(log_w), its delta-method variance Var(w) / (N mean(w)^2)) along `axis`."""
+    """(log of the mean of exp(log_w), its delta-method variance Var(w) / (N mean(w)^2)) along
+    `axis`."""
     m = jax.lax.stop_gradient(jnp.max(log_w, axis, keepdims=True))
     w = jnp.exp(log_w - m)
     mean = jnp.mean(w, axis)
-    var = jnp.var(w, axis) / (log_w.shape[axis] * mean ** 2)
+    var = jnp.var(w, axis) / (log_w.shape[axis] * mean**2)
     return jnp.squeeze(m, axis) + jnp.log(mean), var
 
 
@@ -282,17 +330,22 @@ def bridge_log_ratio(d_lower, d_upper, log_s):
 
 # %% book/partition.md
 class Tracker(NamedTuple):
-    """Gaussian posterior over x_t = (zeta_1, ..., zeta_{M-1}, b_t); mean[0] is the tracked log Z."""
+    """Gaussian posterior over x_t = (zeta_1, ..., zeta_{M-1}, b_t); mean[0] is the tracked log
+    Z."""
+
     mean: jax.Array
     cov: jax.Array
 
 
-@checks(n_temps=Int(2), log_z0=Float(), var=Float(0, low_open=True),
-        bias_var=Float(0, low_open=True))
+@checks(
+    n_temps=Int(2), log_z0=Float(), var=Float(0, low_open=True), bias_var=Float(0, low_open=True)
+)
 def tracker_init(n_temps: int, log_z0, *, var: float = 1.0, bias_var: float = 1e-2) -> Tracker:
     """p(x_0): every zeta_i at log_z0 (exact when W = c = 0, close for a small random W), bias 0."""
     mean = jnp.concatenate([jnp.full(n_temps - 1, log_z0, jnp.float32), jnp.zeros(1, jnp.float32)])
-    variances = jnp.concatenate([jnp.full(n_temps - 1, var, jnp.float32), jnp.full(1, bias_var, jnp.float32)])
+    variances = jnp.concatenate(
+        [jnp.full(n_temps - 1, var, jnp.float32), jnp.full(1, bias_var, jnp.float32)]
+    )
     return Tracker(mean, jnp.diag(variances))
 
 
@@ -302,7 +355,7 @@ def observation_matrices(n_temps: int):
     k = n_temps - 1
     c_cur = np.zeros((k, k + 1), np.float32)
     c_cur[:, :k] = np.eye(k)
-    c_cur[0, k] = 1.0                       # b_t enters the beta = 1 weights only
+    c_cur[0, k] = 1.0  # b_t enters the beta = 1 weights only
     c_prev = np.zeros((k, k + 1), np.float32)
     c_prev[:, :k] = -np.eye(k)
     h = np.zeros((k, k + 1), np.float32)
@@ -312,7 +365,9 @@ def observation_matrices(n_temps: int):
 
 
 def _spd_inverse(a):
-    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a, lower=True), jnp.eye(a.shape[0], dtype=a.dtype))
+    return jax.scipy.linalg.cho_solve(
+        jax.scipy.linalg.cho_factor(a, lower=True), jnp.eye(a.shape[0], dtype=a.dtype)
+    )
 
 
 @checks(tracker=Instance(Tracker))
@@ -325,14 +380,16 @@ def kalman_update(tracker: Tracker, o_dt, var_dt, o_db, var_db, log_z_base, proc
     """
     c_cur, c_prev, h = (jnp.asarray(m) for m in observation_matrices(o_dt.shape[0] + 1))
     mu = tracker.mean
-    q = jnp.diag(1.0 / process_var)                       # zero precision where the variance is inf
+    q = jnp.diag(1.0 / process_var)  # zero precision where the variance is inf
     prior_prec = _spd_inverse(tracker.cov)
     r = 1.0 / var_dt
     j11 = prior_prec + q + (c_prev.T * r) @ c_prev
     j12 = -q + (c_prev.T * r) @ c_cur
     j22 = q + (c_cur.T * r) @ c_cur
-    # in deviations from the prior mean (x = mu + e): the same algebra, but no information vector of size
-    # P^-1 mu, whose float32 rounding (mu ~ log Z of hundreds, P^-1 ~ 1e5) would move the mean every step
+    # in deviations from the prior mean (x = mu + e): the same algebra, but no information vector of
+    # size
+    # P^-1 mu, whose float32 rounding (mu ~ log Z of hundreds, P^-1 ~ 1e5) would move the mean every
+    # step
     r_dt = o_dt - (c_cur + c_prev) @ mu
     r_db = o_db.at[-1].add(-log_z_base) - h @ mu
     h1 = (c_prev.T * r) @ r_dt
@@ -348,8 +405,11 @@ def kalman_update(tracker: Tracker, o_dt, var_dt, o_db, var_db, log_z_base, proc
 
 
 # %% book/partition.md
-def ais_betas(counts: Sequence[int] = (1000, 10000, 10000), edges: Sequence[float] = (0.0, 0.5, 0.9, 1.0)):
-    """Piecewise-linear annealing schedule: counts[k] steps over [edges[k], edges[k+1]] (footnote 5)."""
+def ais_betas(
+    counts: Sequence[int] = (1000, 10000, 10000), edges: Sequence[float] = (0.0, 0.5, 0.9, 1.0)
+):
+    """Piecewise-linear annealing schedule: counts[k] steps over [edges[k], edges[k+1]] (footnote
+    5)."""
     if len(edges) != len(counts) + 1:
         raise ValueError(f"need len(edges) == len(counts) + 1, got {len(edges)} and {len(counts)}")
     for n in counts:
@@ -357,14 +417,16 @@ def ais_betas(counts: Sequence[int] = (1000, 10000, 10000), edges: Sequence[floa
     e = np.asarray(edges, np.float64)
     if not (np.isfinite(e).all() and e[0] == 0.0 and e[-1] == 1.0 and (np.diff(e) > 0).all()):
         raise ValueError(f"edges must rise strictly from 0 to 1, got {list(edges)}")
-    parts = [np.linspace(lo, hi, n, endpoint=False) for lo, hi, n in zip(edges[:-1], edges[1:], counts)]
+    parts = [
+        np.linspace(lo, hi, n, endpoint=False) for lo, hi, n in zip(edges[:-1], edges[1:], counts)
+    ]
     return jnp.asarray(np.concatenate(parts + [np.array([edges[-1]])]), jnp.float32)
 
 
 class AISResult(NamedTuple):
     log_z: float
-    lower: float            # log(mean w - 3 sd) + log Z_A; -inf when the interval reaches zero
-    upper: float            # log(mean w + 3 sd) + log Z_A
+    lower: float  # log(mean w - 3 sd) + log Z_A; -inf when the interval reaches zero
+    upper: float  # log(mean w + 3 sd) + log Z_A
     log_weights: np.ndarray
 
 
@@ -377,16 +439,26 @@ def _ais_log_weights(graphdef, params, base_bias, betas, key, n_runs):
         v, log_w = carry
         beta_prev, beta, k = inp
         a = rbm.hidden_input(v)
-        log_w = log_w + (beta - beta_prev) * (v @ (b - b0)) + rbm.tempered_term(a, beta) - rbm.tempered_term(a, beta_prev)
+        log_w = (
+            log_w
+            + (beta - beta_prev) * (v @ (b - b0))
+            + rbm.tempered_term(a, beta)
+            - rbm.tempered_term(a, beta_prev)
+        )
         kh, kv = jax.random.split(k)
         h = rbm.sample_hidden(a, kh, beta)
-        v = jax.random.bernoulli(kv, jax.nn.sigmoid((1 - beta) * b0 + beta * (b + h @ rbm.W[...].T)))
+        v = jax.random.bernoulli(
+            kv, jax.nn.sigmoid((1 - beta) * b0 + beta * (b + h @ rbm.W[...].T))
+        )
         return (v.astype(jnp.float32), log_w), None
 
     k0, k1 = jax.random.split(key)
     v0 = jax.random.bernoulli(k0, jax.nn.sigmoid(b0), (n_runs, b0.shape[0])).astype(jnp.float32)
-    (_, log_w), _ = jax.lax.scan(body, (v0, jnp.zeros(n_runs)), (betas[:-1], betas[1:],
-                                                                 jax.random.split(k1, betas.shape[0] - 1)))
+    (_, log_w), _ = jax.lax.scan(
+        body,
+        (v0, jnp.zeros(n_runs)),
+        (betas[:-1], betas[1:], jax.random.split(k1, betas.shape[0] - 1)),
+    )
     return log_w
 
 
@@ -394,36 +466,44 @@ def check_ais_betas(betas) -> jax.Array:
     """An annealing schedule: a vector of at least two betas rising from 0 to 1, never falling."""
     b = np.asarray(betas, np.float64)
     if b.ndim != 1 or b.size < 2 or not np.isfinite(b).all():
-        raise ValueError(f"betas must be a finite vector of at least two values, got shape "
-                         f"{b.shape}")
+        raise ValueError(
+            f"betas must be a finite vector of at least two values, got shape {b.shape}"
+        )
     if b[0] != 0.0 or b[-1] != 1.0 or (np.diff(b) < 0).any():
-        raise ValueError("betas must rise from 0 (the base model) to 1 (the RBM) without falling, "
-                         f"got {b[0]:g} ... {b[-1]:g} over {b.size} values")
+        raise ValueError(
+            "betas must rise from 0 (the base model) to 1 (the RBM) without falling, "
+            f"got {b[0]:g} ... {b[-1]:g} over {b.size} values"
+        )
     return jnp.asarray(b, jnp.float32)
 
 
 @checks(rbm=Instance(RBM), key=Key(), base_bias=Maybe(Array(ndim=1)), n_runs=Int(2))
 def ais_log_z(rbm: RBM, key, *, base_bias=None, betas=None, n_runs: int = 100) -> AISResult:
-    """log Z by AIS from the base-rate model exp(base_bias'v) (eq. pt-ais); base_bias defaults to b."""
+    """log Z by AIS from the base-rate model exp(base_bias'v) (eq. pt-ais); base_bias defaults to
+    b."""
     base_bias = rbm.b[...] if base_bias is None else jnp.asarray(base_bias, jnp.float32)
     if base_bias.shape != (rbm.n_visible,):
         raise ValueError(f"base_bias must have shape ({rbm.n_visible},), got {base_bias.shape}")
     betas = ais_betas() if betas is None else check_ais_betas(betas)
     graphdef, params = nnx.split(rbm)
-    log_w = np.asarray(_ais_log_weights(graphdef, params, base_bias, betas, key, n_runs), np.float64)
+    log_w = np.asarray(
+        _ais_log_weights(graphdef, params, base_bias, betas, key, n_runs), np.float64
+    )
     log_za = float(jnp.sum(softplus(base_bias))) + rbm.n_hidden * math.log(2.0)
     m = log_w.max()
     w = np.exp(log_w - m)
     mean, sd = w.mean(), w.std(ddof=1) / math.sqrt(n_runs)
     lower = log_za + m + math.log(mean - 3 * sd) if mean > 3 * sd else -math.inf
-    return AISResult(log_za + m + math.log(mean), lower, log_za + m + math.log(mean + 3 * sd), log_w)
+    return AISResult(
+        log_za + m + math.log(mean), lower, log_za + m + math.log(mean + 3 * sd), log_w
+    )
 
 
 # %% book/partition.md
 class SMLState(NamedTuple):
-    params: nnx.State      # theta_t
-    v: jax.Array           # particles X_t, (M, N, n_visible)
-    log_q: jax.Array       # log q~_{i,t}(x_{i,t}) = -F_{i,t}(x_{i,t}), (M, N)
+    params: nnx.State  # theta_t
+    v: jax.Array  # particles X_t, (M, N, n_visible)
+    log_q: jax.Array  # log q~_{i,t}(x_{i,t}) = -F_{i,t}(x_{i,t}), (M, N)
     tracker: Tracker
 
 
@@ -440,8 +520,22 @@ def _sml_loss(params, graphdef, v_data, v_model):
     return jnp.mean(rbm.free_energy(v_data)) - jnp.mean(rbm.free_energy(v_model))
 
 
-def sml_pt_step(graphdef, state: SMLState, step, key, x_train, betas, *, lr0, alpha, batch_size, gibbs_steps,
-                track: bool, bias_var_scale: float, min_var: float = 1e-6):
+def sml_pt_step(
+    graphdef,
+    state: SMLState,
+    step,
+    key,
+    x_train,
+    betas,
+    *,
+    lr0,
+    alpha,
+    batch_size,
+    gibbs_steps,
+    track: bool,
+    bias_var_scale: float,
+    min_var: float = 1e-6,
+):
     """One SML-PT update and, with `track`, one tracker update. Returns (state, per-step record)."""
     kb, ks = jax.random.split(key)
     batch = x_train[jax.random.randint(kb, (batch_size,), 0, x_train.shape[0])].astype(jnp.float32)
@@ -449,7 +543,7 @@ def sml_pt_step(graphdef, state: SMLState, step, key, x_train, betas, *, lr0, al
     grads = jax.grad(_sml_loss)(state.params, graphdef, batch, state.v[0])
     params = jax.tree.map(lambda p, g: (p - lr * g).astype(p.dtype), state.params, grads)
     rbm = nnx.merge(graphdef, params)
-    a_old = rbm.hidden_input(state.v)                    # X_{t-1} under theta_t
+    a_old = rbm.hidden_input(state.v)  # X_{t-1} under theta_t
     v, a, swap_rate = pt_sweep(rbm, state.v, a_old, betas, ks, gibbs_steps)
     record = {"swap_rate": swap_rate}
     if not track:
@@ -463,93 +557,197 @@ def sml_pt_step(graphdef, state: SMLState, step, key, x_train, betas, *, lr0, al
     zeta = jnp.concatenate([state.tracker.mean[:-1], zeta_m[None]])
     o_db, var_db = bridge_log_ratio(d_lower, d_upper, (zeta[1:] - zeta[:-1])[:, None])
     process_var = jnp.concatenate([jnp.full(o_dt.shape, jnp.inf), (bias_var_scale * lr)[None]])
-    tracker = kalman_update(state.tracker, o_dt, jnp.maximum(var_dt, min_var), o_db, jnp.maximum(var_db, min_var),
-                            zeta_m, process_var)
-    record.update(log_z=tracker.mean[0], log_z_var=tracker.cov[0, 0], bias=tracker.mean[-1], is_obs=o_dt,
-                  is_var=var_dt, bridge_obs=o_db, bridge_var=var_db, bridge_log_z=zeta_m - jnp.sum(o_db))
+    tracker = kalman_update(
+        state.tracker,
+        o_dt,
+        jnp.maximum(var_dt, min_var),
+        o_db,
+        jnp.maximum(var_db, min_var),
+        zeta_m,
+        process_var,
+    )
+    record.update(
+        log_z=tracker.mean[0],
+        log_z_var=tracker.cov[0, 0],
+        bias=tracker.mean[-1],
+        is_obs=o_dt,
+        is_var=var_dt,
+        bridge_obs=o_db,
+        bridge_var=var_db,
+        bridge_log_z=zeta_m - jnp.sum(o_db),
+    )
     return SMLState(params, v, v @ rbm.b[...] + g_self, tracker), record
 
 
-@partial(jax.jit, static_argnames=("graphdef", "n", "lr0", "alpha", "batch_size", "gibbs_steps", "track",
-                                   "bias_var_scale"))
-def _sml_pt_chunk(graphdef, state, start, key, x_train, betas, n, lr0, alpha, batch_size, gibbs_steps, track,
-                  bias_var_scale):
+@partial(
+    jax.jit,
+    static_argnames=(
+        "graphdef",
+        "n",
+        "lr0",
+        "alpha",
+        "batch_size",
+        "gibbs_steps",
+        "track",
+        "bias_var_scale",
+    ),
+)
+def _sml_pt_chunk(
+    graphdef,
+    state,
+    start,
+    key,
+    x_train,
+    betas,
+    n,
+    lr0,
+    alpha,
+    batch_size,
+    gibbs_steps,
+    track,
+    bias_var_scale,
+):
     def body(state, t):
-        return sml_pt_step(graphdef, state, t, jax.random.fold_in(key, t), x_train, betas, lr0=lr0, alpha=alpha,
-                           batch_size=batch_size, gibbs_steps=gibbs_steps, track=track,
-                           bias_var_scale=bias_var_scale)
+        return sml_pt_step(
+            graphdef,
+            state,
+            t,
+            jax.random.fold_in(key, t),
+            x_train,
+            betas,
+            lr0=lr0,
+            alpha=alpha,
+            batch_size=batch_size,
+            gibbs_steps=gibbs_steps,
+            track=track,
+            bias_var_scale=bias_var_scale,
+        )
 
     return jax.lax.scan(body, state, start + jnp.arange(n))
 
 
 class SMLResult(NamedTuple):
-    model: RBM             # the final model, or the best one under early stopping
-    state: SMLState        # the final state (pass it back as `state=` to continue)
-    history: dict          # per step: swap_rate; with tracking also log_z, log_z_var, bias, is_obs, is_var,
-                           # bridge_obs, bridge_var (the filter's observations and their variances), bridge_log_z
-    evals: list            # per evaluation: step, seconds of training so far, tracked log Z, ...
+    model: RBM  # the final model, or the best one under early stopping
+    state: SMLState  # the final state (pass it back as `state=` to continue)
+    history: dict  # per step: swap_rate; with tracking also log_z, log_z_var, bias, is_obs, is_var,
+    # bridge_obs, bridge_var (the filter's observations and their variances), bridge_log_z
+    evals: list  # per evaluation: step, seconds of training so far, tracked log Z, ...
     best_step: int
 
 
 @checks(rbm=Instance(RBM), n_chains=Int(1), key=Key(), init_var=Float(0, low_open=True))
 def init_sml_state(rbm: RBM, betas, n_chains: int, key, *, init_var: float = 1.0) -> SMLState:
-    """Particles from the beta = 0 model (independent Bernoulli(sigmoid(b))) at every temperature."""
+    """Particles from the beta = 0 model (independent Bernoulli(sigmoid(b))) at every
+    temperature."""
     betas = check_betas(betas)
-    v = jax.random.bernoulli(key, jax.nn.sigmoid(rbm.b[...]),
-                             (betas.shape[0], n_chains, rbm.n_visible)).astype(jnp.float32)
-    return SMLState(nnx.state(rbm, nnx.Param), v, -rbm.free_energy(v, betas[:, None]),
-                    tracker_init(betas.shape[0], rbm.log_z_base(), var=init_var))
+    v = jax.random.bernoulli(
+        key, jax.nn.sigmoid(rbm.b[...]), (betas.shape[0], n_chains, rbm.n_visible)
+    ).astype(jnp.float32)
+    return SMLState(
+        nnx.state(rbm, nnx.Param),
+        v,
+        -rbm.free_energy(v, betas[:, None]),
+        tracker_init(betas.shape[0], rbm.log_z_base(), var=init_var),
+    )
 
 
 def _check_finite_state(state: SMLState, t: int, n: int, lr, alpha) -> None:
     """Raise NonFiniteError naming the first non-finite quantity (parameters, particles,
     tracker)."""
-    quantities = {**{f"params{jax.tree_util.keystr(path)}": leaf
-                     for path, leaf in jax.tree_util.tree_flatten_with_path(state.params)[0]},
-                  "particles": state.v, "log_q": state.log_q,
-                  "tracker.mean": state.tracker.mean, "tracker.cov": state.tracker.cov}
+    quantities = {
+        **{
+            f"params{jax.tree_util.keystr(path)}": leaf
+            for path, leaf in jax.tree_util.tree_flatten_with_path(state.params)[0]
+        },
+        "particles": state.v,
+        "log_q": state.log_q,
+        "tracker.mean": state.tracker.mean,
+        "tracker.cov": state.tracker.cov,
+    }
     for name, value in quantities.items():
         value = np.asarray(getattr(value, "value", value))
         if not np.isfinite(value).all():
-            raise NonFiniteError(t, name, float(value[~np.isfinite(value)][0]),
-                                 f"SML-PT diverged in steps {t - n + 1}..{t} (lr {lr}, "
-                                 f"alpha {alpha}); lower the learning rate")
+            raise NonFiniteError(
+                t,
+                name,
+                float(value[~np.isfinite(value)][0]),
+                f"SML-PT diverged in steps {t - n + 1}..{t} (lr {lr}, "
+                f"alpha {alpha}); lower the learning rate",
+            )
 
 
-@checks(rbm=Instance(RBM), key=Key(), steps=Int(1), lr=Float(0, low_open=True),
-        alpha=Maybe(Float(0, low_open=True)), n_chains=Int(2), batch_size=Int(1),
-        gibbs_steps=Int(1), track=Bool(), eval_every=Int(1), evaluate=Maybe(Function()),
-        patience=Maybe(Int(1)), bias_var_scale=Float(0), start=Int(0), checkpoint_every=Int(1),
-        adapt=Bool(), adapt_step=Float(0, 1, low_open=True))
-def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha: float | None = None,
-                 betas=None, n_chains: int = 20, batch_size: int = 20, gibbs_steps: int = 1, track: bool = True,
-                 eval_every: int = 1000, evaluate=None, x_valid=None, patience: int | None = None,
-                 bias_var_scale: float = 1e-3, state: SMLState | None = None, start: int = 0,
-                 checkpoint_dir=None, checkpoint_every: int = 20_000, adapt: bool = False,
-                 adapt_step: float = 0.5) -> SMLResult:
-    """Train `rbm` by SML with parallel tempering (M = len(betas) temperatures, n_chains each) and track log Z.
+@checks(
+    rbm=Instance(RBM),
+    key=Key(),
+    steps=Int(1),
+    lr=Float(0, low_open=True),
+    alpha=Maybe(Float(0, low_open=True)),
+    n_chains=Int(2),
+    batch_size=Int(1),
+    gibbs_steps=Int(1),
+    track=Bool(),
+    eval_every=Int(1),
+    evaluate=Maybe(Function()),
+    patience=Maybe(Int(1)),
+    bias_var_scale=Float(0),
+    start=Int(0),
+    checkpoint_every=Int(1),
+    adapt=Bool(),
+    adapt_step=Float(0, 1, low_open=True),
+)
+def train_sml_pt(
+    rbm: RBM,
+    x_train,
+    key,
+    *,
+    steps: int,
+    lr: float = 1e-3,
+    alpha: float | None = None,
+    betas=None,
+    n_chains: int = 20,
+    batch_size: int = 20,
+    gibbs_steps: int = 1,
+    track: bool = True,
+    eval_every: int = 1000,
+    evaluate=None,
+    x_valid=None,
+    patience: int | None = None,
+    bias_var_scale: float = 1e-3,
+    state: SMLState | None = None,
+    start: int = 0,
+    checkpoint_dir=None,
+    checkpoint_every: int = 20_000,
+    adapt: bool = False,
+    adapt_step: float = 0.5,
+) -> SMLResult:
+    """Train `rbm` by SML with parallel tempering (M = len(betas) temperatures, n_chains each) and
+    track log Z.
 
     Every `eval_every` updates: the tracked log Z and its sd are recorded; given x_valid, so is the
-    tracked validation log-likelihood -mean F(x_valid) - zeta_1; evaluate(model, state, step) -> dict
-    adds its own entries (exact log Z, AIS, ...). With `patience`, training stops after that many
-    evaluations without a better validation likelihood and returns the best model (early stopping).
-    checkpoint_dir: save everything (chains, tracker, parameters, history) there at the first evaluation
-    `checkpoint_every` updates after the last save, and resume from the latest checkpoint found there.
-    adapt: after every evaluation, move the temperatures by `adapt_betas(..., step=adapt_step)` using
-    the swap rates since the previous one; each evaluation row then holds the betas of the next updates.
+    tracked validation log-likelihood -mean F(x_valid) - zeta_1; evaluate(model, state, step) ->
+    dict adds its own entries (exact log Z, AIS, ...). With `patience`, training stops after that
+    many evaluations without a better validation likelihood and returns the best model (early
+    stopping).
+    checkpoint_dir: save everything (chains, tracker, parameters, history) there at the first
+    evaluation `checkpoint_every` updates after the last save, and resume from the latest checkpoint
+    found there.
+    adapt: after every evaluation, move the temperatures by `adapt_betas(..., step=adapt_step)`
+    using the swap rates since the previous one; each evaluation row then holds the betas of the
+    next updates.
     """
     x_train = check_binary(x_train, "x_train", rbm.n_visible, jnp.uint8)
     if x_valid is not None:
         x_valid = check_binary(x_valid, "x_valid", rbm.n_visible)
     betas = linear_betas(10) if betas is None else check_betas(betas)
     if batch_size > x_train.shape[0]:
-        raise ValueError(f"batch_size ({batch_size}) must not exceed the {x_train.shape[0]} rows "
-                         "of x_train")
+        raise ValueError(
+            f"batch_size ({batch_size}) must not exceed the {x_train.shape[0]} rows of x_train"
+        )
     if patience is not None and (x_valid is None or not track):
         raise ValueError("early stopping (patience) needs x_valid and track=True")
     graphdef, _, rest = nnx.split(rbm, nnx.Param, ...)
     if state is None:
-        state = init_sml_state(rbm, betas, n_chains, jax.random.fold_in(key, 2 ** 31 - 1))
+        state = init_sml_state(rbm, betas, n_chains, jax.random.fold_in(key, 2**31 - 1))
     history, evals = [], []
     best_ll, best_step, best_params, since_best = -np.inf, start, state.params, 0
     seconds, t, saved_at, stopped = 0.0, start, start, False
@@ -558,7 +756,12 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
         if restored is not None:
             saved_at, trees, extra = restored
             state, best_params = trees["state"], trees["best"]
-            t, seconds, evals, stopped = saved_at, extra["seconds"], extra["evals"], extra["stopped"]
+            t, seconds, evals, stopped = (
+                saved_at,
+                extra["seconds"],
+                extra["evals"],
+                extra["stopped"],
+            )
             best_ll = -np.inf if extra["best_ll"] is None else extra["best_ll"]
             best_step, since_best = extra["best_step"], extra["since_best"]
             betas = check_betas(extra["betas"]) if "betas" in extra else betas
@@ -567,8 +770,21 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
     while t < start + steps and not stopped:
         n = min(eval_every, start + steps - t)
         began = time.perf_counter()
-        state, record = _sml_pt_chunk(graphdef, state, t, key, x_train, betas, n, lr, alpha, batch_size,
-                                      gibbs_steps, track, bias_var_scale)
+        state, record = _sml_pt_chunk(
+            graphdef,
+            state,
+            t,
+            key,
+            x_train,
+            betas,
+            n,
+            lr,
+            alpha,
+            batch_size,
+            gibbs_steps,
+            track,
+            bias_var_scale,
+        )
         jax.block_until_ready(state)
         seconds += time.perf_counter() - began
         t += n
@@ -577,7 +793,9 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
         model = nnx.merge(graphdef, state.params, rest)
         row = {"step": t, "seconds": seconds}
         if track:
-            row.update(log_z=float(state.tracker.mean[0]), log_z_sd=float(np.sqrt(state.tracker.cov[0, 0])))
+            row.update(
+                log_z=float(state.tracker.mean[0]), log_z_sd=float(np.sqrt(state.tracker.cov[0, 0]))
+            )
         if x_valid is not None and track:
             row["valid_ll"] = float(-jnp.mean(model.free_energy(x_valid))) - row["log_z"]
         if evaluate is not None:
@@ -592,14 +810,26 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
             else:
                 since_best += 1
                 stopped = since_best >= patience
-        if checkpoint_dir is not None and (t - saved_at >= checkpoint_every or t >= start + steps or stopped):
+        if checkpoint_dir is not None and (
+            t - saved_at >= checkpoint_every or t >= start + steps or stopped
+        ):
             saved_at = t
             history = [{k: np.concatenate([h[k] for h in history]) for k in history[0]}]
-            save_checkpoint(checkpoint_dir, t, {"state": state, "best": best_params},
-                            {"seconds": seconds, "evals": evals, "stopped": stopped, "best_step": best_step,
-                             "betas": [float(b) for b in np.asarray(betas)],
-                             "best_ll": best_ll if np.isfinite(best_ll) else None, "since_best": since_best},
-                            arrays=history[0])
+            save_checkpoint(
+                checkpoint_dir,
+                t,
+                {"state": state, "best": best_params},
+                {
+                    "seconds": seconds,
+                    "evals": evals,
+                    "stopped": stopped,
+                    "best_step": best_step,
+                    "betas": [float(b) for b in np.asarray(betas)],
+                    "best_ll": best_ll if np.isfinite(best_ll) else None,
+                    "since_best": since_best,
+                },
+                arrays=history[0],
+            )
     history = {k: np.concatenate([h[k] for h in history]) for k in history[0]}
     if patience is not None:
         return SMLResult(nnx.merge(graphdef, best_params, rest), state, history, evals, best_step)
@@ -608,12 +838,14 @@ def train_sml_pt(rbm: RBM, x_train, key, *, steps: int, lr: float = 1e-3, alpha:
 
 @checks(rbm=Instance(RBM), key=Key(), steps=Int(1), repeats=Int(1))
 def time_sml_pt(rbm: RBM, x_train, key, *, steps: int = 1000, repeats: int = 2, **kwargs) -> dict:
-    """Seconds per update of SML-PT alone and with the tracker: the best of `repeats` alternating runs
-    of `steps` updates each, after one compiling run of each."""
+    """Seconds per update of SML-PT alone and with the tracker: the best of `repeats` alternating
+    runs of `steps` updates each, after one compiling run of each."""
     seconds = {False: [], True: []}
     for r in range(repeats + 1):
         for track in (False, True):
-            res = train_sml_pt(rbm, x_train, key, steps=steps, eval_every=steps, track=track, **kwargs)
+            res = train_sml_pt(
+                rbm, x_train, key, steps=steps, eval_every=steps, track=track, **kwargs
+            )
             if r:
                 seconds[track].append(res.evals[-1]["seconds"] / steps)
     train, both = min(seconds[False]), min(seconds[True])
@@ -622,32 +854,68 @@ def time_sml_pt(rbm: RBM, x_train, key, *, steps: int = 1000, repeats: int = 2, 
 
 # %% book/partition.md
 def _trace_row(history: dict, every: int) -> dict:
-    """The per-step history, thinned for a results file: point values every `every` steps for the filter's
-    outputs, window means for the noisy observations."""
+    """The per-step history, thinned for a results file: point values every `every` steps for the
+    filter's outputs, window means for the noisy observations."""
     n = (len(history["log_z"]) // every) * every
     window = lambda x: x[:n].reshape(n // every, every, *x.shape[1:]).mean(1)  # noqa: E731
-    point = lambda x: x[every - 1:n:every]  # noqa: E731
-    return {"step": list(range(every, n + 1, every)), "log_z": point(history["log_z"]).tolist(),
-            "log_z_sd": np.sqrt(point(history["log_z_var"])).tolist(), "bias": point(history["bias"]).tolist(),
-            "is_obs_1": window(history["is_obs"][:, 0]).tolist(),
-            "bridge_log_z": window(history["bridge_log_z"]).tolist(),
-            "swap_rate": window(history["swap_rate"]).mean(0).tolist()}
+    point = lambda x: x[every - 1 : n : every]  # noqa: E731
+    return {
+        "step": list(range(every, n + 1, every)),
+        "log_z": point(history["log_z"]).tolist(),
+        "log_z_sd": np.sqrt(point(history["log_z_var"])).tolist(),
+        "bias": point(history["bias"]).tolist(),
+        "is_obs_1": window(history["is_obs"][:, 0]).tolist(),
+        "bridge_log_z": window(history["bridge_log_z"]).tolist(),
+        "swap_rate": window(history["swap_rate"]).mean(0).tolist(),
+    }
 
 
 @_experiment(
-    "partition-mnist", chapter="partition",
-    book={"n_hidden": 25, "steps": 20000, "schedules": [[0.01, 1e3], [0.01, 1e5]],
-          "eval_every": 10000,
-          "ais_every": 20000, "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
-          "batch_size": 20, "trace_every": 50, "timing_steps": 2000, "timing_repeats": 1, "seed": 0},
-    paper={"n_hidden": 25, "steps": 300000,
-           "schedules": [[0.001, 1e3], [0.001, 1e4], [0.001, 1e5], [0.01, 1e3], [0.01, 1e4], [0.01, 1e5]],
-           "eval_every": 10000, "ais_every": 50000, "ais_counts": [1000, 10000, 10000], "ais_runs": 100,
-           "n_temps": 10, "n_chains": 20, "batch_size": 20, "trace_every": 500, "timing_steps": 2000,
-           "timing_repeats": 3, "seed": 0},
+    "partition-mnist",
+    chapter="partition",
+    book={
+        "n_hidden": 25,
+        "steps": 20000,
+        "schedules": [[0.01, 1e3], [0.01, 1e5]],
+        "eval_every": 10000,
+        "ais_every": 20000,
+        "ais_counts": [500, 2000, 2000],
+        "ais_runs": 100,
+        "n_temps": 10,
+        "n_chains": 20,
+        "batch_size": 20,
+        "trace_every": 50,
+        "timing_steps": 2000,
+        "timing_repeats": 1,
+        "seed": 0,
+    },
+    paper={
+        "n_hidden": 25,
+        "steps": 300000,
+        "schedules": [
+            [0.001, 1e3],
+            [0.001, 1e4],
+            [0.001, 1e5],
+            [0.01, 1e3],
+            [0.01, 1e4],
+            [0.01, 1e5],
+        ],
+        "eval_every": 10000,
+        "ais_every": 50000,
+        "ais_counts": [1000, 10000, 10000],
+        "ais_runs": 100,
+        "n_temps": 10,
+        "n_chains": 20,
+        "batch_size": 20,
+        "trace_every": 500,
+        "timing_steps": 2000,
+        "timing_repeats": 3,
+        "seed": 0,
+    },
 )
 def run_partition_mnist(config: dict) -> list:
-    """Figure 3: SML-PT on binarised MNIST with the tracked, the exact and the AIS log Z along training."""
+    """Figure 3: SML-PT on binarised MNIST with the tracked, the exact and the AIS log Z along
+    training."""
     from lib.data import load_binarized_mnist
 
     data = load_binarized_mnist()
@@ -662,87 +930,200 @@ def run_partition_mnist(config: dict) -> list:
             began = time.perf_counter()
             exact = exact_log_z(model)
             f_test = float(jnp.mean(model.free_energy(test)))
-            out = {"exact_log_z": exact, "exact_seconds": time.perf_counter() - began,
-                   "test_ll_exact": -f_test - exact, "test_ll_tracked": -f_test - float(state.tracker.mean[0])}
+            out = {
+                "exact_log_z": exact,
+                "exact_seconds": time.perf_counter() - began,
+                "test_ll_exact": -f_test - exact,
+                "test_ll_tracked": -f_test - float(state.tracker.mean[0]),
+            }
             if t % config["ais_every"] == 0:
-                ais = ais_log_z(model, jax.random.key(t), base_bias=base_rate, betas=ais_betas(config["ais_counts"]),
-                                n_runs=config["ais_runs"])
+                ais = ais_log_z(
+                    model,
+                    jax.random.key(t),
+                    base_bias=base_rate,
+                    betas=ais_betas(config["ais_counts"]),
+                    n_runs=config["ais_runs"],
+                )
                 out.update(ais_log_z=ais.log_z, ais_lower=ais.lower, ais_upper=ais.upper)
             return out
 
         rbm = RBM(784, config["n_hidden"], rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
-        res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["steps"], lr=lr0,
-                           alpha=alpha, eval_every=config["eval_every"], evaluate=evaluate,
-                           checkpoint_dir=checkpoint_dir, **common)
-        return ([{"kind": "eval", "lr0": lr0, "alpha": alpha, **r} for r in res.evals]
-                + [{"kind": "trace", "lr0": lr0, "alpha": alpha, **_trace_row(res.history, config["trace_every"])}])
+        res = train_sml_pt(
+            rbm,
+            data.train,
+            jax.random.key(config["seed"]),
+            steps=config["steps"],
+            lr=lr0,
+            alpha=alpha,
+            eval_every=config["eval_every"],
+            evaluate=evaluate,
+            checkpoint_dir=checkpoint_dir,
+            **common,
+        )
+        return [{"kind": "eval", "lr0": lr0, "alpha": alpha, **r} for r in res.evals] + [
+            {
+                "kind": "trace",
+                "lr0": lr0,
+                "alpha": alpha,
+                **_trace_row(res.history, config["trace_every"]),
+            }
+        ]
 
     for lr0, alpha in config["schedules"]:
         rows += run_unit(f"eps0={lr0} alpha={alpha}", partial(unit, lr0, alpha))
 
     def timing(_):
-        return {"kind": "timing", **time_sml_pt(RBM(784, config["n_hidden"], rngs=nnx.Rngs(0), visible_bias=base_rate),
-                                                data.train, jax.random.key(1), steps=config["timing_steps"],
-                                                repeats=config["timing_repeats"], lr=config["schedules"][0][0],
-                                                **common)}
+        return {
+            "kind": "timing",
+            **time_sml_pt(
+                RBM(784, config["n_hidden"], rngs=nnx.Rngs(0), visible_bias=base_rate),
+                data.train,
+                jax.random.key(1),
+                steps=config["timing_steps"],
+                repeats=config["timing_repeats"],
+                lr=config["schedules"][0][0],
+                **common,
+            ),
+        }
 
     rows.append(run_unit("timing", timing))
     return rows
 
 
 # %% book/partition.md
-PAPER_TABLE1 = {  # test log-likelihood in nats (Table 1): tracked (Kalman), AIS and its 3 sd, RBM-25, NADE
+# test log-likelihood in nats (Table 1): tracked (Kalman), AIS and its 3 sd, RBM-25, NADE
+PAPER_TABLE1 = {
     "dna": {"Kalman": -87.97, "AIS": -88.51, "AIS_3sd": 0.97, "RBM-25": -96.90, "NADE": -84.81},
-    "mushrooms": {"Kalman": -10.49, "AIS": -14.68, "AIS_3sd": 30.75, "RBM-25": -15.15, "NADE": -9.81},
-    "nips": {"Kalman": -270.10, "AIS": -271.23, "AIS_3sd": 0.58, "RBM-25": -277.37, "NADE": -273.08},
+    "mushrooms": {
+        "Kalman": -10.49,
+        "AIS": -14.68,
+        "AIS_3sd": 30.75,
+        "RBM-25": -15.15,
+        "NADE": -9.81,
+    },
+    "nips": {
+        "Kalman": -270.10,
+        "AIS": -271.23,
+        "AIS_3sd": 0.58,
+        "RBM-25": -277.37,
+        "NADE": -273.08,
+    },
 }
 
 
 def _ais_test_ll(model: RBM, x, key, base_bias, config) -> dict:
     """Mean test log-likelihood with log Z by AIS, and its interval from AIS's 3-sd interval."""
-    ais = ais_log_z(model, key, base_bias=base_bias, betas=ais_betas(config["ais_counts"]), n_runs=config["ais_runs"])
+    ais = ais_log_z(
+        model,
+        key,
+        base_bias=base_bias,
+        betas=ais_betas(config["ais_counts"]),
+        n_runs=config["ais_runs"],
+    )
     f = float(jnp.mean(model.free_energy(jnp.asarray(x, jnp.float32))))
-    return {"ais_log_z": ais.log_z, "test_ll_ais": -f - ais.log_z, "test_ll_ais_low": -f - ais.upper,
-            "test_ll_ais_high": -f - ais.lower}
+    return {
+        "ais_log_z": ais.log_z,
+        "test_ll_ais": -f - ais.log_z,
+        "test_ll_ais_low": -f - ais.upper,
+        "test_ll_ais_high": -f - ais.lower,
+    }
 
 
 @_experiment(
-    "partition-large", chapter="partition",
-    book={"datasets": ["mnist"], "n_hidden": 500, "steps": 2000, "schedules": [[0.01, 1e3]], "eval_every": 1000,
-          "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20, "batch_size": 20,
-          "trace_every": 100, "adapt": False, "seed": 0},
-    paper={"datasets": ["mnist", "caltech"], "n_hidden": 500, "steps": 200000,
-           "schedules": [[0.01, 1e3], [0.01, 1e4], [0.01, 1e5], [0.001, 1e3], [0.001, 1e4], [0.001, 1e5]],
-           "eval_every": 10000, "ais_counts": [1000, 10000, 10000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
-           "batch_size": 20, "trace_every": 500, "adapt": False, "seed": 0},
+    "partition-large",
+    chapter="partition",
+    book={
+        "datasets": ["mnist"],
+        "n_hidden": 500,
+        "steps": 2000,
+        "schedules": [[0.01, 1e3]],
+        "eval_every": 1000,
+        "ais_counts": [500, 2000, 2000],
+        "ais_runs": 100,
+        "n_temps": 10,
+        "n_chains": 20,
+        "batch_size": 20,
+        "trace_every": 100,
+        "adapt": False,
+        "seed": 0,
+    },
+    paper={
+        "datasets": ["mnist", "caltech"],
+        "n_hidden": 500,
+        "steps": 200000,
+        "schedules": [
+            [0.01, 1e3],
+            [0.01, 1e4],
+            [0.01, 1e5],
+            [0.001, 1e3],
+            [0.001, 1e4],
+            [0.001, 1e5],
+        ],
+        "eval_every": 10000,
+        "ais_counts": [1000, 10000, 10000],
+        "ais_runs": 100,
+        "n_temps": 10,
+        "n_chains": 20,
+        "batch_size": 20,
+        "trace_every": 500,
+        "adapt": False,
+        "seed": 0,
+    },
 )
 def run_partition_large(config: dict) -> list:
-    """Sec. 4, 500 hidden units: tracked test likelihood along training against AIS at the end (MNIST, Caltech)."""
+    """Sec. 4, 500 hidden units: tracked test likelihood along training against AIS at the end
+    (MNIST, Caltech)."""
     from lib.data import load_binarized_mnist, load_caltech101_silhouettes
 
     loaders = {"mnist": load_binarized_mnist, "caltech": load_caltech101_silhouettes}
     rows = []
     for name in config["datasets"]:
         if name not in loaders:
-            raise ValueError(f"partition-large: unknown dataset {name!r}; choose from {sorted(loaders)}")
+            raise ValueError(
+                f"partition-large: unknown dataset {name!r}; choose from {sorted(loaders)}"
+            )
         data = loaders[name]()
         test = jnp.asarray(data.test, jnp.float32)
         base_rate = log_odds_of_mean(data.train)
+
         def evaluate(model, state, t):
-            return {"test_ll_tracked": float(-jnp.mean(model.free_energy(test))) - float(state.tracker.mean[0])}
+            return {
+                "test_ll_tracked": float(-jnp.mean(model.free_energy(test)))
+                - float(state.tracker.mean[0])
+            }
 
         def unit(lr0, alpha, checkpoint_dir):
-            rbm = RBM(data.train.shape[1], config["n_hidden"], rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
-            res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["steps"], lr=lr0,
-                               alpha=alpha, betas=linear_betas(config["n_temps"]), n_chains=config["n_chains"],
-                               batch_size=config["batch_size"], eval_every=config["eval_every"], evaluate=evaluate,
-                               checkpoint_dir=checkpoint_dir,
-                               adapt=config["adapt"])
+            rbm = RBM(
+                data.train.shape[1],
+                config["n_hidden"],
+                rngs=nnx.Rngs(config["seed"]),
+                visible_bias=base_rate,
+            )
+            res = train_sml_pt(
+                rbm,
+                data.train,
+                jax.random.key(config["seed"]),
+                steps=config["steps"],
+                lr=lr0,
+                alpha=alpha,
+                betas=linear_betas(config["n_temps"]),
+                n_chains=config["n_chains"],
+                batch_size=config["batch_size"],
+                eval_every=config["eval_every"],
+                evaluate=evaluate,
+                checkpoint_dir=checkpoint_dir,
+                adapt=config["adapt"],
+            )
             about = {"dataset": name, "lr0": lr0, "alpha": alpha}
-            return ([{"kind": "eval", **about, **r} for r in res.evals]
-                    + [{"kind": "trace", **about, **_trace_row(res.history, config["trace_every"])},
-                       {"kind": "final", **about, **res.evals[-1],
-                        **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config)}])
+            return [{"kind": "eval", **about, **r} for r in res.evals] + [
+                {"kind": "trace", **about, **_trace_row(res.history, config["trace_every"])},
+                {
+                    "kind": "final",
+                    **about,
+                    **res.evals[-1],
+                    **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config),
+                },
+            ]
 
         for lr0, alpha in config["schedules"]:
             rows += run_unit(f"{name} eps0={lr0} alpha={alpha}", partial(unit, lr0, alpha))
@@ -750,17 +1131,49 @@ def run_partition_large(config: dict) -> list:
 
 
 @_experiment(
-    "partition-uci", chapter="partition",
-    book={"datasets": ["dna"], "n_hidden": [100], "schedules": [[0.01, 1e3]], "epochs": 50, "eval_epochs": 5,
-          "patience": 5, "ais_counts": [500, 2000, 2000], "ais_runs": 100, "n_temps": 10, "n_chains": 20,
-          "batch_size": 20, "adapt": False, "seed": 0},
-    paper={"datasets": ["dna", "mushrooms", "nips"], "n_hidden": [100, 200, 500],
-           "schedules": [[0.01, None], [0.001, None], [0.01, 1e3], [0.01, 1e4], [0.001, 1e3], [0.001, 1e4]],
-           "epochs": 500, "eval_epochs": 5, "patience": 10, "ais_counts": [1000, 10000, 10000], "ais_runs": 100,
-           "n_temps": 10, "n_chains": 20, "batch_size": 20, "adapt": False, "seed": 0},
+    "partition-uci",
+    chapter="partition",
+    book={
+        "datasets": ["dna"],
+        "n_hidden": [100],
+        "schedules": [[0.01, 1e3]],
+        "epochs": 50,
+        "eval_epochs": 5,
+        "patience": 5,
+        "ais_counts": [500, 2000, 2000],
+        "ais_runs": 100,
+        "n_temps": 10,
+        "n_chains": 20,
+        "batch_size": 20,
+        "adapt": False,
+        "seed": 0,
+    },
+    paper={
+        "datasets": ["dna", "mushrooms", "nips"],
+        "n_hidden": [100, 200, 500],
+        "schedules": [
+            [0.01, None],
+            [0.001, None],
+            [0.01, 1e3],
+            [0.01, 1e4],
+            [0.001, 1e3],
+            [0.001, 1e4],
+        ],
+        "epochs": 500,
+        "eval_epochs": 5,
+        "patience": 10,
+        "ais_counts": [1000, 10000, 10000],
+        "ais_runs": 100,
+        "n_temps": 10,
+        "n_chains": 20,
+        "batch_size": 20,
+        "adapt": False,
+        "seed": 0,
+    },
 )
 def run_partition_uci(config: dict) -> list:
-    """Table 1: early stopping on the tracked validation likelihood; tracked and AIS test likelihoods."""
+    """Table 1: early stopping on the tracked validation likelihood; tracked and AIS test
+    likelihoods."""
     from lib.data import load_nade
 
     rows = []
@@ -769,29 +1182,58 @@ def run_partition_uci(config: dict) -> list:
         valid, test = (jnp.asarray(x, jnp.float32) for x in (data.valid, data.test))
         base_rate = log_odds_of_mean(data.train)
         per_epoch = max(1, data.train.shape[0] // config["batch_size"])
+
         def unit(n_hidden, lr0, alpha, checkpoint_dir):
             began = time.perf_counter()
-            rbm = RBM(data.train.shape[1], n_hidden, rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate)
-            res = train_sml_pt(rbm, data.train, jax.random.key(config["seed"]), steps=config["epochs"] * per_epoch,
-                               lr=lr0, alpha=alpha, betas=linear_betas(config["n_temps"]),
-                               n_chains=config["n_chains"], batch_size=config["batch_size"],
-                               eval_every=config["eval_epochs"] * per_epoch, x_valid=valid,
-                               patience=config["patience"], checkpoint_dir=checkpoint_dir,
-                               adapt=config["adapt"])
+            rbm = RBM(
+                data.train.shape[1], n_hidden, rngs=nnx.Rngs(config["seed"]), visible_bias=base_rate
+            )
+            res = train_sml_pt(
+                rbm,
+                data.train,
+                jax.random.key(config["seed"]),
+                steps=config["epochs"] * per_epoch,
+                lr=lr0,
+                alpha=alpha,
+                betas=linear_betas(config["n_temps"]),
+                n_chains=config["n_chains"],
+                batch_size=config["batch_size"],
+                eval_every=config["eval_epochs"] * per_epoch,
+                x_valid=valid,
+                patience=config["patience"],
+                checkpoint_dir=checkpoint_dir,
+                adapt=config["adapt"],
+            )
             at_best = next(r for r in res.evals if r["step"] == res.best_step)
-            return {"kind": "candidate", "dataset": name, "n_hidden": n_hidden, "lr0": lr0, "alpha": alpha,
-                    "best_epoch": res.best_step // per_epoch, "epochs_run": res.evals[-1]["step"] // per_epoch,
-                    "valid_ll_tracked": at_best["valid_ll"],
-                    "test_ll_tracked": float(-jnp.mean(res.model.free_energy(test))) - at_best["log_z"],
-                    "valid_curve": [[r["step"] // per_epoch, r["valid_ll"]] for r in res.evals],
-                    "train_seconds": round(time.perf_counter() - began, 1),
-                    # acceptance of each neighbouring pair's swaps, averaged over the last evaluation's updates
-                    "swap_rate": [round(float(r), 3) for r in
-                                  res.history["swap_rate"][-config["eval_epochs"] * per_epoch:].mean(0)],
-                    **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config)}
+            return {
+                "kind": "candidate",
+                "dataset": name,
+                "n_hidden": n_hidden,
+                "lr0": lr0,
+                "alpha": alpha,
+                "best_epoch": res.best_step // per_epoch,
+                "epochs_run": res.evals[-1]["step"] // per_epoch,
+                "valid_ll_tracked": at_best["valid_ll"],
+                "test_ll_tracked": float(-jnp.mean(res.model.free_energy(test))) - at_best["log_z"],
+                "valid_curve": [[r["step"] // per_epoch, r["valid_ll"]] for r in res.evals],
+                "train_seconds": round(time.perf_counter() - began, 1),
+                # acceptance of each neighbouring pair's swaps, averaged over the last evaluation's
+                # updates
+                "swap_rate": [
+                    round(float(r), 3)
+                    for r in res.history["swap_rate"][-config["eval_epochs"] * per_epoch :].mean(0)
+                ],
+                **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config),
+            }
 
-        candidates = [run_unit(f"{name} nh={n_hidden} eps0={lr0} alpha={alpha}", partial(unit, n_hidden, lr0, alpha))
-                      for n_hidden in config["n_hidden"] for lr0, alpha in config["schedules"]]
+        candidates = [
+            run_unit(
+                f"{name} nh={n_hidden} eps0={lr0} alpha={alpha}",
+                partial(unit, n_hidden, lr0, alpha),
+            )
+            for n_hidden in config["n_hidden"]
+            for lr0, alpha in config["schedules"]
+        ]
         rows += candidates
         rows.append({**max(candidates, key=lambda r: r["valid_ll_tracked"]), "kind": "chosen"})
     return rows
@@ -839,7 +1281,8 @@ def _chosen(records: dict, key: str) -> float:
 
 
 def _best_by_ais(records: dict, key: str) -> float:
-    """`key` of the partition-large model (any schedule, APT or not) with the best AIS test value."""
+    """`key` of the partition-large model (any schedule, APT or not) with the best AIS test
+    value."""
     rows = [r for rec in records.values() for r in rec["rows"] if r["kind"] == "final"]
     return max(rows, key=lambda r: r["test_ll_ais"])[key]
 
@@ -930,39 +1373,39 @@ CLAIMS = [
 
 
 __all__ = [
-    'AISResult',
-    'CLAIMS',
-    'LARGE_PARTS',
-    'PAPER_LARGE',
-    'PAPER_TABLE1',
-    'RBM',
-    'SMLResult',
-    'SMLState',
-    'Tracker',
-    'adapt_betas',
-    'ais_betas',
-    'ais_log_z',
-    'binary_codes',
-    'bridge_log_ratio',
-    'check_ais_betas',
-    'check_betas',
-    'check_binary',
-    'exact_log_z',
-    'init_sml_state',
-    'kalman_update',
-    'learning_rate',
-    'linear_betas',
-    'log_mean_exp',
-    'log_odds_of_mean',
-    'observation_matrices',
-    'pt_sweep',
-    'run_partition_large',
-    'run_partition_mnist',
-    'run_partition_uci',
-    'sml_pt_step',
-    'softplus',
-    'swap_pass',
-    'time_sml_pt',
-    'tracker_init',
-    'train_sml_pt',
+    "AISResult",
+    "CLAIMS",
+    "LARGE_PARTS",
+    "PAPER_LARGE",
+    "PAPER_TABLE1",
+    "RBM",
+    "SMLResult",
+    "SMLState",
+    "Tracker",
+    "adapt_betas",
+    "ais_betas",
+    "ais_log_z",
+    "binary_codes",
+    "bridge_log_ratio",
+    "check_ais_betas",
+    "check_betas",
+    "check_binary",
+    "exact_log_z",
+    "init_sml_state",
+    "kalman_update",
+    "learning_rate",
+    "linear_betas",
+    "log_mean_exp",
+    "log_odds_of_mean",
+    "observation_matrices",
+    "pt_sweep",
+    "run_partition_large",
+    "run_partition_mnist",
+    "run_partition_uci",
+    "sml_pt_step",
+    "softplus",
+    "swap_pass",
+    "time_sml_pt",
+    "tracker_init",
+    "train_sml_pt",
 ]

@@ -44,8 +44,12 @@ def set_lapack_threads(threads: int = 1) -> list[str]:
     except ImportError:
         return []
     home = Path(scipy.__file__).resolve().parent
-    own = [c.filepath for c in ThreadpoolController().select(user_api="blas").lib_controllers
-           if home in Path(c.filepath).resolve().parents or Path(c.filepath).resolve().parent == home.with_name("scipy.libs")]
+    own = [
+        c.filepath
+        for c in ThreadpoolController().select(user_api="blas").lib_controllers
+        if home in Path(c.filepath).resolve().parents
+        or Path(c.filepath).resolve().parent == home.with_name("scipy.libs")
+    ]
     if own:
         ThreadpoolController().select(filepath=own).limit(limits=int(threads))
     return own
@@ -56,7 +60,9 @@ def _lapack_threads_from_environment():
     if value == "keep":
         return
     if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"LIB_LAPACK_THREADS must be a positive number of threads or 'keep', got {value!r}")
+        raise ValueError(
+            f"LIB_LAPACK_THREADS must be a positive number of threads or 'keep', got {value!r}"
+        )
     set_lapack_threads(int(value))
 
 
@@ -71,11 +77,14 @@ def make_rngs(seed: int, **streams: int) -> nnx.Rngs:
     """
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise ValueError(f"seed must be an integer, got {type(seed).__name__} {seed!r}")
-    return nnx.Rngs(int(seed), **{name: int(seed) * 1_000_003 + int(off) for name, off in streams.items()})
+    return nnx.Rngs(
+        int(seed), **{name: int(seed) * 1_000_003 + int(off) for name, off in streams.items()}
+    )
 
 
 def step_key(key: jax.Array, step) -> jax.Array:
-    """The key of step `step` of a loop driven by `key`: fold_in(key, step), independent of history."""
+    """The key of step `step` of a loop driven by `key`: fold_in(key, step), independent of
+    history."""
     return jax.random.fold_in(key, step)
 
 
@@ -121,10 +130,15 @@ def check_array(
     values = np.asarray(x)
     if finite and jnp.issubdtype(values.dtype, jnp.inexact) and not np.isfinite(values).all():
         bad = np.argwhere(~np.isfinite(values))[0]
-        raise ValueError(f"{name} must be finite, got {values[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+        raise ValueError(
+            f"{name} must be finite, got {values[tuple(bad)]} at index {tuple(int(i) for i in bad)}"
+        )
     if binary and values.size and not np.isin(values, (0, 1)).all():
         bad = np.argwhere(~np.isin(values, (0, 1)))[0]
-        raise ValueError(f"{name} must be binary (0 or 1), got {values[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+        raise ValueError(
+            f"{name} must be binary (0 or 1), got {values[tuple(bad)]} at index "
+            f"{tuple(int(i) for i in bad)}"
+        )
     return x
 
 
@@ -272,8 +286,10 @@ class OneOf(Arg):
         if _is_traced(value):
             return value
         try:  # equal to a choice (np.int64(1) is 1, np.str_("a") is "a"), but True is not 1
-            ok = any(bool(value == c) and isinstance(value, bool) == isinstance(c, bool)
-                     for c in self.choices)
+            ok = any(
+                bool(value == c) and isinstance(value, bool) == isinstance(c, bool)
+                for c in self.choices
+            )
         except Exception:
             ok = False
         if not ok:
@@ -330,8 +346,9 @@ class Array(Arg):
     """An array (anything with a shape, or a nested list) that `check_array` accepts, non-empty
     unless empty=True."""
 
-    def __init__(self, *, ndim=None, shape=None, dtype=None, finite=True, binary=False,
-                 empty=False):
+    def __init__(
+        self, *, ndim=None, shape=None, dtype=None, finite=True, binary=False, empty=False
+    ):
         self.kw = dict(ndim=ndim, shape=shape, dtype=dtype, finite=finite, binary=binary)
         self.empty = empty
         self.ndim = len(shape) if shape is not None else ndim
@@ -422,8 +439,11 @@ class Instance(Arg):
         return value
 
     def bad(self):
-        return [(label, v) for label, v in (("None", None), ("string", "model"), ("number", 3))
-                if not isinstance(v, self.types)]
+        return [
+            (label, v)
+            for label, v in (("None", None), ("string", "model"), ("number", 3))
+            if not isinstance(v, self.types)
+        ]
 
 
 def checks(**contracts: Arg):
@@ -464,8 +484,11 @@ def bad_calls(fn, required: dict | None = None):
     target = fn.__init__ if inspect.isclass(fn) else fn
     contracts = getattr(target, "__checks__", {})
     sig = inspect.signature(target)
-    params = [p for p in sig.parameters.values() if p.name != "self"
-              and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    params = [
+        p
+        for p in sig.parameters.values()
+        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
     required = dict(required or {})
     for name, contract in contracts.items():
         for label, value in contract.bad():
@@ -481,8 +504,10 @@ def bad_calls(fn, required: dict | None = None):
                     try:
                         kwargs[p.name] = contracts[p.name].good()
                     except NotImplementedError:
-                        raise TypeError(f"bad_calls: pass required={{{p.name!r}: ...}}, a valid "
-                                        f"{p.name} for {target.__qualname__}") from None
+                        raise TypeError(
+                            f"bad_calls: pass required={{{p.name!r}: ...}}, a valid "
+                            f"{p.name} for {target.__qualname__}"
+                        ) from None
                 else:
                     kwargs[p.name] = None
             yield name, label, kwargs
@@ -507,7 +532,10 @@ def preset(*, book: dict, paper: dict, name: str | None = None) -> dict:
     The two must set the same keys, so that switching presets never leaves a knob undefined.
     """
     if set(book) != set(paper):
-        raise ValueError(f"book and paper presets must set the same keys; differ in {sorted(set(book) ^ set(paper))}")
+        raise ValueError(
+            "book and paper presets must set the same keys; differ in "
+            f"{sorted(set(book) ^ set(paper))}"
+        )
     name = current_preset() if name is None else name
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {name!r}")
@@ -526,7 +554,8 @@ class NonFiniteError(FloatingPointError):
 
 @checks(step=Int(), metrics=Instance(dict))
 def check_finite(step: int, metrics: dict, hint: str = "") -> None:
-    """Raise NonFiniteError for the first metric of `metrics` (name -> scalar) that is NaN or Inf."""
+    """Raise NonFiniteError for the first metric of `metrics` (name -> scalar) that is NaN or
+    Inf."""
     for name in sorted(metrics, key=lambda k: (k != "loss", k)):  # the loss first
         value = float(np.asarray(metrics[name]))
         if not np.isfinite(value):
@@ -547,13 +576,18 @@ class FitResult:
 def _checkpoint_manager(directory, keep: int = 2):
     import orbax.checkpoint as ocp
 
-    return ocp.CheckpointManager(Path(directory).resolve(), options=ocp.CheckpointManagerOptions(max_to_keep=keep))
+    return ocp.CheckpointManager(
+        Path(directory).resolve(), options=ocp.CheckpointManagerOptions(max_to_keep=keep)
+    )
 
 
 @checks(step=Int(0))
-def save_checkpoint(directory, step: int, state, extra: dict | None = None, arrays: dict | None = None) -> None:
-    """Save `state` (a pytree), JSON-able `extra` and `arrays` (a dict of numpy arrays whose shapes may differ
-    from one checkpoint to the next, e.g. a growing history) as checkpoint `step` in `directory`."""
+def save_checkpoint(
+    directory, step: int, state, extra: dict | None = None, arrays: dict | None = None
+) -> None:
+    """Save `state` (a pytree), JSON-able `extra` and `arrays` (a dict of numpy arrays whose shapes
+    may differ from one checkpoint to the next, e.g. a growing history) as checkpoint `step` in
+    `directory`."""
     import orbax.checkpoint as ocp
 
     extra = json.loads(json.dumps(extra or {}, default=float))  # numpy scalars as floats
@@ -569,8 +603,8 @@ def save_checkpoint(directory, step: int, state, extra: dict | None = None, arra
 def restore_checkpoint(directory, like) -> tuple[int, Any, dict] | None:
     """The latest checkpoint in `directory` as (step, state, extra), or None if there is none.
 
-    like: a pytree with the structure, shapes and dtypes of the saved state (e.g. the initial state).
-    Saved `arrays` come back as extra["arrays"] (numpy, with their saved shapes).
+    like: a pytree with the structure, shapes and dtypes of the saved state (e.g. the initial
+    state). Saved `arrays` come back as extra["arrays"] (numpy, with their saved shapes).
     """
     import orbax.checkpoint as ocp
 
@@ -593,7 +627,8 @@ def restore_checkpoint(directory, like) -> tuple[int, Any, dict] | None:
 
 
 def tree_digest(tree) -> str:
-    """SHA-256 of the leaves of a pytree (their dtypes, shapes and bytes): equal digests, bit-identical trees."""
+    """SHA-256 of the leaves of a pytree (their dtypes, shapes and bytes): equal digests,
+    bit-identical trees."""
     import hashlib
 
     h = hashlib.sha256()
@@ -608,11 +643,17 @@ _RUNS: list = []  # the experiment runs in progress, innermost last (see run_uni
 
 
 def note_restored(checkpoint_dir, step: int) -> None:
-    """For trainers: record in the current experiment run (if any) that `checkpoint_dir` was restored at `step`."""
+    """For trainers: record in the current experiment run (if any) that `checkpoint_dir` was
+    restored at `step`."""
     if _RUNS:
         run = _RUNS[-1]
         try:  # named by its unit, and its sub-folder if any
-            parts = Path(checkpoint_dir).resolve().relative_to(run.directory.resolve() / "checkpoints").parts
+            parts = (
+                Path(checkpoint_dir)
+                .resolve()
+                .relative_to(run.directory.resolve() / "checkpoints")
+                .parts
+            )
             label = "/".join([run.names.get(parts[0], parts[0]), *parts[1:]])
         except ValueError:
             label = str(checkpoint_dir)
@@ -636,7 +677,10 @@ class FlatStep:
             new, metrics = step(jax.tree.unflatten(self.treedef, leaves), batch, key)
             new_leaves, treedef = jax.tree.flatten(new)
             if treedef != self.treedef:
-                raise ValueError(f"the step changed the structure of the state:\n{self.treedef}\nbecame\n{treedef}")
+                raise ValueError(
+                    "the step changed the structure of the "
+                    f"state:\n{self.treedef}\nbecame\n{treedef}"
+                )
             return new_leaves, metrics
 
         self.jitted = jax.jit(flat_step, **{k: v for k, v in jit_options.items() if v is not None})
@@ -651,9 +695,17 @@ class FlatStep:
         return self.jitted(leaves, batch, key)
 
 
-@checks(step=Function(), data=Function(), num_steps=Int(1), key=Key(), log_every=Int(1),
-        checkpoint_every=Maybe(Int(1)), progress=Bool(), first_step=Int(0),
-        stop_after=Maybe(Int(0)))
+@checks(
+    step=Function(),
+    data=Function(),
+    num_steps=Int(1),
+    key=Key(),
+    log_every=Int(1),
+    checkpoint_every=Maybe(Int(1)),
+    progress=Bool(),
+    first_step=Int(0),
+    stop_after=Maybe(Int(0)),
+)
 def fit(
     step: Callable,
     state,
@@ -682,10 +734,10 @@ def fit(
     `first_step`: the step `state` is at (to train in chunks, e.g. evaluating between calls).
     `stop_after`: end the call at step first_step + stop_after (a chunk, or an interruption in a
     test), without a final checkpoint.
-    mesh: data parallelism (see `data_mesh`): the state is replicated on the mesh's devices and every
-    leaf of the batch split along its first axis. "auto": all devices when there are several and the
-    batch divides among them (else one device, with a warning); None: the default device. A batch of
-    the same array objects as the previous step's (full-batch training) is placed once.
+    mesh: data parallelism (see `data_mesh`): the state is replicated on the mesh's devices and
+    every leaf of the batch split along its first axis. "auto": all devices when there are several
+    and the batch divides among them (else one device, with a warning); None: the default device. A
+    batch of the same array objects as the previous step's (full-batch training) is placed once.
     compiler_options: XLA options for compiling the step (`jax.jit(..., compiler_options=)`).
     The step runs over the state's leaves (`FlatStep`).
     """
@@ -701,7 +753,9 @@ def fit(
         raise ValueError(f"log_every must be at least 1, got {log_every}")
     checkpoint_every = checkpoint_every or log_every
     if checkpoint_dir is not None and checkpoint_every % log_every:
-        raise ValueError(f"checkpoint_every ({checkpoint_every}) must be a multiple of log_every ({log_every})")
+        raise ValueError(
+            f"checkpoint_every ({checkpoint_every}) must be a multiple of log_every ({log_every})"
+        )
     history: dict[str, list] = {}
     start = int(first_step)
     end = num_steps if stop_after is None else min(num_steps, start + stop_after)
@@ -736,7 +790,8 @@ def fit(
         pending.clear()
         return host[-1]
 
-    # progress=True leaves `disable` unset, so the environment (TQDM_DISABLE=1) can still turn bars off
+    # progress=True leaves `disable` unset, so the environment (TQDM_DISABLE=1) can still turn bars
+    # off
     bar_options = {} if progress else {"disable": True}
     with tqdm(total=num_steps, initial=start, desc=desc, dynamic_ncols=True, **bar_options) as bar:
         while t < end:
@@ -748,14 +803,20 @@ def fit(
                 bar.update(t - bar.n)
                 bar.set_postfix({k: f"{float(v):.4g}" for k, v in last.items()}, refresh=False)
                 if checkpoint_dir is not None and (t % checkpoint_every == 0 or t == num_steps):
-                    save_checkpoint(checkpoint_dir, t, jitted.unflatten(leaves), {"history": history})
+                    save_checkpoint(
+                        checkpoint_dir, t, jitted.unflatten(leaves), {"history": history}
+                    )
     state = jax.block_until_ready(jitted.unflatten(leaves))
-    return FitResult(state, {k: np.asarray(v) for k, v in history.items()}, start, time.perf_counter() - began)
+    return FitResult(
+        state, {k: np.asarray(v) for k, v in history.items()}, start, time.perf_counter() - began
+    )
 
 
 # %% book/toolkit.md
 @checks(batch_size=Int(1), key=Key(), stream=Bool())
-def minibatches(arrays, batch_size: int, *, key: jax.Array, stream: bool = False) -> Callable[[int], Any]:
+def minibatches(
+    arrays, batch_size: int, *, key: jax.Array, stream: bool = False
+) -> Callable[[int], Any]:
     """data(t) for `fit`: minibatch t of `arrays` (a pytree of arrays with a common first axis).
 
     Each epoch is a fresh permutation drawn from fold_in(key, epoch); the last incomplete batch of
@@ -771,7 +832,9 @@ def minibatches(arrays, batch_size: int, *, key: jax.Array, stream: bool = False
         raise ValueError("arrays must hold at least one array")
     n = leaves[0].shape[0]
     if any(a.shape[0] != n for a in leaves):
-        raise ValueError(f"arrays must share their first dimension, got {[a.shape[0] for a in leaves]}")
+        raise ValueError(
+            f"arrays must share their first dimension, got {[a.shape[0] for a in leaves]}"
+        )
     if not 1 <= batch_size <= n:
         raise ValueError(f"batch_size must be in 1..{n} (the number of examples), got {batch_size}")
     per_epoch = n // batch_size
@@ -782,12 +845,14 @@ def minibatches(arrays, batch_size: int, *, key: jax.Array, stream: bool = False
             epoch = t // per_epoch
             if epoch not in orders:
                 orders.clear()
-                order = np.arange(n, dtype=np.int32 if n < 2 ** 31 else np.int64)
-                seed = np.asarray(jax.random.key_data(jax.random.fold_in(key, epoch))).ravel().tolist()
+                order = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+                seed = (
+                    np.asarray(jax.random.key_data(jax.random.fold_in(key, epoch))).ravel().tolist()
+                )
                 np.random.default_rng(seed).shuffle(order)
                 orders[epoch] = order
             position = t % per_epoch
-            idx = np.sort(orders[epoch][position * batch_size:(position + 1) * batch_size])
+            idx = np.sort(orders[epoch][position * batch_size : (position + 1) * batch_size])
             return jax.tree.map(lambda a: np.asarray(a[idx]), arrays)
 
         return host_batch
@@ -838,7 +903,8 @@ def _global_norm(tree) -> jax.Array:
 
 @checks(loss_fn=Function())
 def nnx_step(graphdef, tx: optax.GradientTransformation, loss_fn: Callable) -> Callable:
-    """A `fit` step for an NNX model: gradient of loss_fn(model, batch, key) -> (loss, metrics dict).
+    """A `fit` step for an NNX model: gradient of loss_fn(model, batch, key) -> (loss, metrics
+    dict).
 
     The step returns metrics {"loss": loss, **metrics, "grad_norm": global gradient norm}.
     """
@@ -853,7 +919,11 @@ def nnx_step(graphdef, tx: optax.GradientTransformation, loss_fn: Callable) -> C
         (loss, (metrics, rest)), grads = jax.value_and_grad(loss_of, has_aux=True)(state.params)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        return TrainState(params, rest, opt_state), {"loss": loss, **metrics, "grad_norm": _global_norm(grads)}
+        return TrainState(params, rest, opt_state), {
+            "loss": loss,
+            **metrics,
+            "grad_norm": _global_norm(grads),
+        }
 
     return step
 
@@ -873,7 +943,8 @@ def replicated(mesh: jax.sharding.Mesh) -> jax.sharding.NamedSharding:
 
 
 def shard_batch(batch, mesh: jax.sharding.Mesh):
-    """Place every leaf of `batch` on `mesh`, split along its first axis (which the device count must divide).
+    """Place every leaf of `batch` on `mesh`, split along its first axis (which the device count
+    must divide).
 
     Host arrays (numpy, np.memmap) are sliced per device, so a device's rows are the only ones read;
     device arrays are moved (a no-op if already placed so).
@@ -883,25 +954,34 @@ def shard_batch(batch, mesh: jax.sharding.Mesh):
 
     def place(a):
         if np.ndim(a) == 0 or np.shape(a)[0] % n:
-            raise ValueError(f"a batch leaf of shape {np.shape(a)} cannot be split over {n} devices: the first "
-                             f"dimension must be a multiple of {n}; change the batch size, or train with mesh=None")
+            raise ValueError(
+                f"a batch leaf of shape {np.shape(a)} cannot be split over {n} devices: the first "
+                f"dimension must be a multiple of {n}; change the batch size, or train with "
+                "mesh=None"
+            )
         if isinstance(a, jax.Array):
             return jax.device_put(a, sharding)
-        return jax.make_array_from_callback(np.shape(a), sharding, lambda index: np.asarray(a[index]))
+        return jax.make_array_from_callback(
+            np.shape(a), sharding, lambda index: np.asarray(a[index])
+        )
 
     return jax.tree.map(place, batch)
 
 
 def _placed_feed(data: Callable[[int], Any], mesh: jax.sharding.Mesh) -> Callable[[int], Any]:
-    """data(t) placed on `mesh` by shard_batch; a batch made of the same array objects as the previous
-    step's (full-batch training) is placed once and reused. A data function that changes an array in
-    place between steps must return a new array instead."""
+    """data(t) placed on `mesh` by shard_batch; a batch made of the same array objects as the
+    previous step's (full-batch training) is placed once and reused. A data function that changes an
+    array in place between steps must return a new array instead."""
     last: list = [None, None]
 
     def feed(t: int):
         batch = data(t)
         leaves = jax.tree.leaves(batch)
-        if last[0] is None or len(leaves) != len(last[0]) or any(a is not b for a, b in zip(leaves, last[0])):
+        if (
+            last[0] is None
+            or len(leaves) != len(last[0])
+            or any(a is not b for a, b in zip(leaves, last[0]))
+        ):
             last[:] = [leaves, shard_batch(batch, mesh)]
         return last[1]
 
@@ -909,9 +989,11 @@ def _placed_feed(data: Callable[[int], Any], mesh: jax.sharding.Mesh) -> Callabl
 
 
 def _resolve_mesh(mesh, first_batch: Callable):
-    """fit's `mesh` argument: a Mesh, None, or "auto" (all devices if there are several and the batch divides).
+    """fit's `mesh` argument: a Mesh, None, or "auto" (all devices if there are several and the
+    batch divides).
 
-    first_batch: () -> the first batch (or None), called only to check the "auto" case on several devices.
+    first_batch: () -> the first batch (or None), called only to check the "auto" case on several
+    devices.
     """
     if mesh is None or isinstance(mesh, jax.sharding.Mesh):
         return mesh
@@ -925,8 +1007,11 @@ def _resolve_mesh(mesh, first_batch: Callable):
     if any(size == 0 or size % n for size in sizes):
         import warnings
 
-        warnings.warn(f"fit: batch first dimensions {sorted(sizes)} do not divide among {n} devices; "
-                      "training on one device", stacklevel=3)
+        warnings.warn(
+            f"fit: batch first dimensions {sorted(sizes)} do not divide among {n} devices; "
+            "training on one device",
+            stacklevel=3,
+        )
         return None
     return data_mesh()
 
@@ -951,7 +1036,7 @@ def softmax_loss(model: SoftmaxRegression, batch, key):
     return loss, {"accuracy": (logits.argmax(-1) == y).mean()}
 
 
-@checks(split=OneOf('train', 'test'))
+@checks(split=OneOf("train", "test"))
 def mnist_arrays(split: str, data_dir=None):
     """MNIST as (x float32 (n, 784) in [0, 1], y int32 (n,)) for the example."""
     from lib.data import load_mnist
@@ -984,7 +1069,9 @@ def experiment(name: str, *, chapter: str, book: dict, paper: dict, description:
         if name in EXPERIMENTS and EXPERIMENTS[name].fn.__qualname__ != fn.__qualname__:
             raise ValueError(f"experiment {name!r} is registered twice")
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
-        EXPERIMENTS[name] = Experiment(name, chapter, fn, {"book": dict(book), "paper": dict(paper)}, doc)
+        EXPERIMENTS[name] = Experiment(
+            name, chapter, fn, {"book": dict(book), "paper": dict(paper)}, doc
+        )
         return fn
 
     return register
@@ -1124,8 +1211,11 @@ def _setting_kind(refs: list) -> tuple[str, str]:
         return ("int0", "an integer >= 0") if low >= 0 else ("int", "an integer")
     if refs and all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in refs):
         low = min(refs)
-        return ("pos", "a number > 0") if low > 0 else (("nonneg", "a number >= 0") if low >= 0 else
-                                                         ("num", "a number"))
+        return (
+            ("pos", "a number > 0")
+            if low > 0
+            else (("nonneg", "a number >= 0") if low >= 0 else ("num", "a number"))
+        )
     return "other", ""
 
 
@@ -1139,8 +1229,10 @@ def check_settings(name: str, presets: dict, overrides: dict) -> None:
         problem = _setting_problem(refs, value)
         if problem:
             shown = ", ".join(json.dumps(r) for r in refs)
-            raise ValueError(f"experiment {name}: setting {key} must be {problem} "
-                             f"(its presets: {shown}), got {json.dumps(value)}")
+            raise ValueError(
+                f"experiment {name}: setting {key} must be {problem} "
+                f"(its presets: {shown}), got {json.dumps(value)}"
+            )
 
 
 def _setting_problem(refs: list, value) -> str:
@@ -1152,12 +1244,15 @@ def _setting_problem(refs: list, value) -> str:
         return ""
     kind, text = _setting_kind(present)
     if kind != "other":
-        ok = {"bool": lambda v: isinstance(v, bool),
-              "int1": lambda v: _is_int(v) and v >= 1, "int0": lambda v: _is_int(v) and v >= 0,
-              "int": _is_int,
-              "pos": lambda v: _is_number(v) and v > 0,
-              "nonneg": lambda v: _is_number(v) and v >= 0,
-              "num": _is_number}[kind](value)
+        ok = {
+            "bool": lambda v: isinstance(v, bool),
+            "int1": lambda v: _is_int(v) and v >= 1,
+            "int0": lambda v: _is_int(v) and v >= 0,
+            "int": _is_int,
+            "pos": lambda v: _is_number(v) and v > 0,
+            "nonneg": lambda v: _is_number(v) and v >= 0,
+            "num": _is_number,
+        }[kind](value)
         return "" if ok else text
     lists = [r for r in present if isinstance(r, list)]
     strings = [r for r in present if isinstance(r, str)]
@@ -1176,8 +1271,18 @@ def _setting_problem(refs: list, value) -> str:
         return " or ".join(["a list"] + [json.dumps(s) for s in strings])
     if isinstance(value, dict) and all(isinstance(r, dict) for r in present):
         return ""
-    kinds = sorted({"a list" if isinstance(r, list) else "a string" if isinstance(r, str) else
-                    "an object" if isinstance(r, dict) else type(r).__name__ for r in present})
+    kinds = sorted(
+        {
+            "a list"
+            if isinstance(r, list)
+            else "a string"
+            if isinstance(r, str)
+            else "an object"
+            if isinstance(r, dict)
+            else type(r).__name__
+            for r in present
+        }
+    )
     return " or ".join(kinds)
 
 
@@ -1192,8 +1297,13 @@ def _parse_value(text: str):
         return text
 
 
-@checks(name=Instance(str), preset=OneOf(*PRESETS), overrides=Maybe(Instance(dict)),
-        part=Maybe(Instance(str)), resume=Bool())
+@checks(
+    name=Instance(str),
+    preset=OneOf(*PRESETS),
+    overrides=Maybe(Instance(dict)),
+    part=Maybe(Instance(str)),
+    resume=Bool(),
+)
 def run_experiment(
     name: str,
     preset: str = "book",
@@ -1212,9 +1322,10 @@ def run_experiment(
     in pieces (one group of models, say): written to <name>.<part>.json, so pieces do not overwrite
     each other; load_results(..., part=) reads it back. If the checkout's code differs from its
     commit, the record holds the diff's SHA-256 and the diff is written beside it (<stem>.diff).
-    resume: keep the run's finished units and checkpoints in results/.checkpoints/<chapter>/<name>[.<part>]
-    while it runs (see `run_unit`) and, if an interrupted run of the same configuration left them
-    there, continue from them (the record's "resumed" says what was reused); False: start afresh.
+    resume: keep the run's finished units and checkpoints in
+    results/.checkpoints/<chapter>/<name>[.<part>] while it runs (see `run_unit`) and, if an
+    interrupted run of the same configuration left them there, continue from them (the record's
+    "resumed" says what was reused); False: start afresh.
     results_dir: default, the results/ folder of the checkout, where load_results reads (or
     ./results outside a checkout).
     """
@@ -1308,7 +1419,8 @@ def load_results(
 
 @checks(chapter=Instance(str), name=Instance(str), part=Maybe(Instance(str)))
 def require_results(chapter: str, name: str, part: str | None = None, results_dir=None) -> dict:
-    """load_results, but a missing file is an error: a chapter's paper-scale cell fails without it."""
+    """load_results, but a missing file is an error: a chapter's paper-scale cell fails without
+    it."""
     record = load_results(chapter, name, results_dir, part=part)
     if record is None:
         stem = f"{name}.{part}" if part else name
@@ -1418,7 +1530,8 @@ def main(argv: list[str] | None = None) -> int:
         "models... makes the run a part of it, any other change a deviation (reduced)",
     )
     parser.add_argument(
-        "--results-dir", default=None,
+        "--results-dir",
+        default=None,
         help="where to write (default: the checkout's results/, which the chapters read)",
     )
     parser.add_argument(
@@ -1473,34 +1586,48 @@ class _Run:
     def summary(self) -> dict | None:
         if not (self.reused or self.restored):
             return None
-        return {"units_reused": self.reused, "checkpoints_restored": self.restored,
-                "first_started": (self.previous or {}).get("started"),
-                "first_commit": (self.previous or {}).get("git_commit")}
+        return {
+            "units_reused": self.reused,
+            "checkpoints_restored": self.restored,
+            "first_started": (self.previous or {}).get("started"),
+            "first_commit": (self.previous or {}).get("git_commit"),
+        }
 
 
 def _open_run(directory: Path, preset: str, config: dict, origin: dict, fresh: bool) -> _Run:
-    """The run folder for this configuration: reused if an interrupted run of it left one, else made anew."""
+    """The run folder for this configuration: reused if an interrupted run of it left one, else made
+    anew."""
     about = directory / "run.json"
     mine = {"preset": preset, "config": json.loads(json.dumps(config, default=float))}
     if fresh:
         shutil.rmtree(directory, ignore_errors=True)
     previous = json.loads(about.read_text()) if about.exists() else None
     if previous is not None and {k: previous.get(k) for k in mine} != mine:
-        raise ValueError(f"{directory} holds an interrupted run with another configuration "
-                         f"({previous.get('preset')}, {previous.get('config')}); run with --fresh "
-                         "(resume=False) to discard it, or repeat that run's command to finish it")
+        raise ValueError(
+            f"{directory} holds an interrupted run with another configuration "
+            f"({previous.get('preset')}, {previous.get('config')}); run with --fresh "
+            "(resume=False) to discard it, or repeat that run's command to finish it"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     if previous is None:
         now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        about.write_text(json.dumps({**mine, "started": now, "git_commit": origin["git_commit"]}, indent=1) + "\n")
+        about.write_text(
+            json.dumps({**mine, "started": now, "git_commit": origin["git_commit"]}, indent=1)
+            + "\n"
+        )
     return _Run(directory, previous)
 
 
 def _safe_name(name: str) -> str:
-    """A file name for unit `name`: its letters, digits and . = - _, and a hash of the whole name (no collisions)."""
+    """A file name for unit `name`: its letters, digits and . = - _, and a hash of the whole name
+    (no collisions)."""
     import hashlib
 
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)[:80] + "-" + hashlib.sha1(name.encode()).hexdigest()[:8]
+    return (
+        re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)[:80]
+        + "-"
+        + hashlib.sha1(name.encode()).hexdigest()[:8]
+    )
 
 
 @checks(name=Instance(str), compute=Function())
@@ -1508,10 +1635,11 @@ def run_unit(name: str, compute: Callable[[Path | None], Any]) -> Any:
     """compute(checkpoint_dir) -> JSON-able result, once per experiment run.
 
     Inside `run_experiment`, a result stored under `name` by an interrupted run of the same
-    configuration is returned without calling `compute`; otherwise `compute` gets a folder of its own
-    for checkpoints (a trainer that was interrupted restores its latest one there) and its result is
-    stored. Outside an experiment run: compute(None). Either way the result comes back as JSON would
-    give it (tuples as lists, numpy scalars as floats), so a resumed run returns the same values.
+    configuration is returned without calling `compute`; otherwise `compute` gets a folder of its
+    own for checkpoints (a trainer that was interrupted restores its latest one there) and its
+    result is stored. Outside an experiment run: compute(None). Either way the result comes back as
+    JSON would give it (tuples as lists, numpy scalars as floats), so a resumed run returns the same
+    values.
     """
     run = _RUNS[-1] if _RUNS else None
     if run is None:
@@ -1532,19 +1660,25 @@ def run_unit(name: str, compute: Callable[[Path | None], Any]) -> Any:
 
 
 # %% book/toolkit.md
-@experiment("toolkit-mnist-softmax", chapter="toolkit",
-            book={"steps": 1200, "batch_size": 100, "learning_rate": 1e-3, "seed": 0},
-            paper={"steps": 12000, "batch_size": 100, "learning_rate": 1e-3, "seed": 0})
+@experiment(
+    "toolkit-mnist-softmax",
+    chapter="toolkit",
+    book={"steps": 1200, "batch_size": 100, "learning_rate": 1e-3, "seed": 0},
+    paper={"steps": 12000, "batch_size": 100, "learning_rate": 1e-3, "seed": 0},
+)
 def run_mnist_softmax(config: dict) -> list:
     """Softmax regression on MNIST with Adam: test accuracy and cross-entropy every 10% of the run.
 
-    One unit (see `run_unit`), checkpointed at every row; each row carries the digest of the parameters.
+    One unit (see `run_unit`), checkpointed at every row; each row carries the digest of the
+    parameters.
     """
     x_train, y_train = mnist_arrays("train")
     x_test, y_test = mnist_arrays("test")
     key = jax.random.key(config["seed"])
     tx = optax.adam(config["learning_rate"])
-    graphdef, state = nnx_train_state(SoftmaxRegression(784, 10, rngs=make_rngs(config["seed"])), tx)
+    graphdef, state = nnx_train_state(
+        SoftmaxRegression(784, 10, rngs=make_rngs(config["seed"])), tx
+    )
     step = nnx_step(graphdef, tx, softmax_loss)
     data = minibatches((x_train, y_train), config["batch_size"], key=key)
 
@@ -1558,12 +1692,26 @@ def run_mnist_softmax(config: dict) -> list:
         for target in np.linspace(0, config["steps"], 11)[1:].astype(int).tolist():
             if target <= done:
                 continue
-            now = fit(step, now, data, target, key=key, first_step=done, log_every=max(1, target - done),
-                      progress=False).state
+            now = fit(
+                step,
+                now,
+                data,
+                target,
+                key=key,
+                first_step=done,
+                log_every=max(1, target - done),
+                progress=False,
+            ).state
             done = target
             loss, metrics = softmax_loss(nnx_model(graphdef, now), (x_test, y_test), key)
-            rows.append({"step": done, "test_cross_entropy": float(loss), "test_accuracy": float(metrics["accuracy"]),
-                         "params_sha256": tree_digest(now.params)})
+            rows.append(
+                {
+                    "step": done,
+                    "test_cross_entropy": float(loss),
+                    "test_accuracy": float(metrics["accuracy"]),
+                    "params_sha256": tree_digest(now.params),
+                }
+            )
             if checkpoint_dir is not None:
                 save_checkpoint(checkpoint_dir, done, now, {"rows": rows})
         return rows
@@ -1790,7 +1938,8 @@ def scorecard_counts(records) -> dict:
 
 
 def _format_value(value, digits: int = 4) -> str:
-    """A number for the tables: thousands grouped, 2 decimals from 1 up, `digits` significant below."""
+    """A number for the tables: thousands grouped, 2 decimals from 1 up, `digits` significant
+    below."""
     if value is None:
         return "–"
     if isinstance(value, str):
@@ -1847,9 +1996,7 @@ class ScorecardTable:
         rows = [tuple(str(x)[:40] for x in row) for row in rows]
         width = [max(len(row[i]) for row in rows) for i in range(len(head))]
         text = ["  ".join(x.ljust(w) for x, w in zip(row, width)).rstrip() for row in rows]
-        return "\n".join(
-            text + [FOOTNOTE, self.summary()]
-        )
+        return "\n".join(text + [FOOTNOTE, self.summary()])
 
     def _repr_html_(self) -> str:
         import html
@@ -1930,75 +2077,75 @@ def scorecard_main(argv: list[str]) -> int:
 
 
 __all__ = [
-    'Arg',
-    'Array',
-    'Bool',
-    'Claim',
-    'DIRECTIONS',
-    'EXPERIMENTS',
-    'Experiment',
-    'FOOTNOTE',
-    'FitResult',
-    'FlatStep',
-    'Float',
-    'Function',
-    'Instance',
-    'Int',
-    'Key',
-    'Maybe',
-    'NonFiniteError',
-    'OneOf',
-    'PAPERS',
-    'PRESETS',
-    'PRESET_ENV',
-    'SELECTORS',
-    'STATUSES',
-    'ScorecardTable',
-    'SoftmaxRegression',
-    'Table',
-    'TrainState',
-    'all_claims',
-    'bad_calls',
-    'check_array',
-    'check_claims',
-    'check_finite',
-    'check_settings',
-    'checks',
-    'compare_to_preset',
-    'current_preset',
-    'data_mesh',
-    'default_results_dir',
-    'evaluate',
-    'experiment',
-    'fit',
-    'glue',
-    'load_results',
-    'main',
-    'make_rngs',
-    'minibatches',
-    'mnist_arrays',
-    'nnx_model',
-    'nnx_step',
-    'nnx_train_state',
-    'note_restored',
-    'preset',
-    'project_root',
-    'provenance',
-    'read_key_path',
-    'replicated',
-    'require_results',
-    'restore_checkpoint',
-    'run_experiment',
-    'run_kind',
-    'run_mnist_softmax',
-    'run_unit',
-    'save_checkpoint',
-    'scorecard',
-    'scorecard_counts',
-    'scorecard_main',
-    'set_lapack_threads',
-    'shard_batch',
-    'softmax_loss',
-    'step_key',
-    'tree_digest',
+    "Arg",
+    "Array",
+    "Bool",
+    "Claim",
+    "DIRECTIONS",
+    "EXPERIMENTS",
+    "Experiment",
+    "FOOTNOTE",
+    "FitResult",
+    "FlatStep",
+    "Float",
+    "Function",
+    "Instance",
+    "Int",
+    "Key",
+    "Maybe",
+    "NonFiniteError",
+    "OneOf",
+    "PAPERS",
+    "PRESETS",
+    "PRESET_ENV",
+    "SELECTORS",
+    "STATUSES",
+    "ScorecardTable",
+    "SoftmaxRegression",
+    "Table",
+    "TrainState",
+    "all_claims",
+    "bad_calls",
+    "check_array",
+    "check_claims",
+    "check_finite",
+    "check_settings",
+    "checks",
+    "compare_to_preset",
+    "current_preset",
+    "data_mesh",
+    "default_results_dir",
+    "evaluate",
+    "experiment",
+    "fit",
+    "glue",
+    "load_results",
+    "main",
+    "make_rngs",
+    "minibatches",
+    "mnist_arrays",
+    "nnx_model",
+    "nnx_step",
+    "nnx_train_state",
+    "note_restored",
+    "preset",
+    "project_root",
+    "provenance",
+    "read_key_path",
+    "replicated",
+    "require_results",
+    "restore_checkpoint",
+    "run_experiment",
+    "run_kind",
+    "run_mnist_softmax",
+    "run_unit",
+    "save_checkpoint",
+    "scorecard",
+    "scorecard_counts",
+    "scorecard_main",
+    "set_lapack_threads",
+    "shard_batch",
+    "softmax_loss",
+    "step_key",
+    "tree_digest",
 ]

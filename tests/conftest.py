@@ -23,4 +23,3 @@ def data_dir() -> Path:
     if not (path / "mnist").is_dir():
         pytest.fail(f"LIB_DATA_DIR={value} does not hold the datasets (no mnist/ folder)")
     return path
-

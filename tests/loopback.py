@@ -14,7 +14,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @contextlib.contextmanager
 def serve_directory(directory: Path):
-    """Serve `directory` over HTTP on 127.0.0.1 (a free port); yields the base URL, ending in '/'."""
+    """Serve `directory` over HTTP on 127.0.0.1 (a free port); yields the base URL, ending in
+    '/'."""
     handler = functools.partial(_QuietHandler, directory=str(directory))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()

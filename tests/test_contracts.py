@@ -202,7 +202,9 @@ def test_the_data_layer_refuses_bad_paths_and_leaves_no_folders_behind(tmp_path)
     _raises_naming("data_dir", Data.data_home, "")
     _raises_naming("data_dir", Data.data_home, 3)
     for outside in ("../../x", "/etc/passwd", "a/../../x"):
-        _raises_naming("relpath", Data.fetch, "x", outside, "http://127.0.0.1:9/x", data_dir=tmp_path)
+        _raises_naming(
+            "relpath", Data.fetch, "x", outside, "http://127.0.0.1:9/x", data_dir=tmp_path
+        )
     with pytest.raises(Data.DatasetNotFoundError):  # nothing listens on port 9 of the loopback
         Data.fetch("x", "a/b/c.txt", "http://127.0.0.1:9/c.txt", data_dir=tmp_path / "data")
     assert not (tmp_path / "data").exists()

@@ -48,9 +48,14 @@ def test_caltech101_silhouettes(data_dir):
     assert img[:, 0, :].mean() > 0.9 and img[:, :, 0].mean() > 0.9
 
 
-@pytest.mark.parametrize("name, d, sizes", [
-    ("dna", 180, (1400, 600, 1186)), ("mushrooms", 112, (2000, 500, 5624)), ("nips", 500, (400, 100, 1240)),
-])
+@pytest.mark.parametrize(
+    "name, d, sizes",
+    [
+        ("dna", 180, (1400, 600, 1186)),
+        ("mushrooms", 112, (2000, 500, 5624)),
+        ("nips", 500, (400, 100, 1240)),
+    ],
+)
 def test_nade(data_dir, name, d, sizes):
     s = D.load_nade(name, data_dir)
     assert tuple(len(x) for x in s) == sizes
@@ -64,7 +69,9 @@ def test_uci_splits_partition_the_data(data_dir, name):
     folder = data_dir / "uci" / name / "data"
     table = np.loadtxt(folder / "data.txt")
     assert table.shape[0] == n
-    columns = list(np.loadtxt(folder / "index_features.txt", dtype=int)) + [int(np.loadtxt(folder / "index_target.txt"))]
+    columns = list(np.loadtxt(folder / "index_features.txt", dtype=int)) + [
+        int(np.loadtxt(folder / "index_target.txt"))
+    ]
     table = table[:, columns]  # naval-propulsion-plant has a second target, unused
     rows = lambda x, y: np.concatenate([x, y[:, None]], 1)  # noqa: E731
     ref = table[np.lexsort(table.T[::-1])]
@@ -102,7 +109,9 @@ def test_ebp(data_dir, name):
 def test_describe_covers_every_dataset(data_dir):
     rows = D.describe(data_dir)
     datasets = {r["dataset"].split(" ")[0] for r in rows}
-    assert len(datasets) == 2 + 1 + 1 + len(D.NADE_DATASETS) + len(D.UCI_DATASETS) + len(D.EBP_TASKS)
+    assert len(datasets) == 2 + 1 + 1 + len(D.NADE_DATASETS) + len(D.UCI_DATASETS) + len(
+        D.EBP_TASKS
+    )
 
 
 def test_bad_arguments():
@@ -172,7 +181,9 @@ def test_read_libsvm(tmp_path):
 def test_read_mat_dense_and_sparse(tmp_path):
     dense = np.arange(12.0).reshape(3, 4)
     sparse = scipy.sparse.random(6, 9, density=0.25, format="csc", random_state=1)
-    scipy.io.savemat(tmp_path / "m.mat", {"dense": dense, "sparse": sparse, "labels": np.array([[1], [-1], [1]])})
+    scipy.io.savemat(
+        tmp_path / "m.mat", {"dense": dense, "sparse": sparse, "labels": np.array([[1], [-1], [1]])}
+    )
     m = D.read_mat(tmp_path / "m.mat")
     assert np.array_equal(m["dense"], dense) and m["labels"].shape == (3, 1)
     assert isinstance(m["sparse"], scipy.sparse.csr_array)
@@ -202,7 +213,11 @@ def test_offline_error_names_dataset_directory_and_url(tmp_path, monkeypatch):
     with pytest.raises(D.DatasetNotFoundError) as err:
         D.load_mnist("test", tmp_path)
     msg = str(err.value)
-    assert "dataset mnist" in msg and str(tmp_path) in msg and "http://127.0.0.1:9/mnist/t10k-images-idx3-ubyte.gz" in msg
+    assert (
+        "dataset mnist" in msg
+        and str(tmp_path) in msg
+        and "http://127.0.0.1:9/mnist/t10k-images-idx3-ubyte.gz" in msg
+    )
     assert "the argument data_dir" in msg
     assert not any(p.is_file() for p in tmp_path.rglob("*"))  # no partial file left behind
 
@@ -253,7 +268,9 @@ def server(tmp_path):
 
 def write_libsvm(path: Path, x: np.ndarray):
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join("1 " + " ".join(f"{j + 1}:1" for j in np.flatnonzero(r)) + "\n" for r in x))
+    path.write_text(
+        "".join("1 " + " ".join(f"{j + 1}:1" for j in np.flatnonzero(r)) + "\n" for r in x)
+    )
 
 
 @pytest.mark.network
@@ -273,7 +290,10 @@ def test_download_convert_and_verify_libsvm_and_amat(data_dir, tmp_path, server,
         s = D.load_nade(name, home)
         assert all(np.array_equal(getattr(s, k), ref[k]) for k in ("train", "valid", "test"))
         assert (home / "nade" / f"{name}.npz").is_file()
-    assert sorted(p.name for p in (home / "nade").iterdir()) == ["dna.npz", "nips.npz"]  # originals removed
+    assert sorted(p.name for p in (home / "nade").iterdir()) == [
+        "dna.npz",
+        "nips.npz",
+    ]  # originals removed
 
 
 @pytest.mark.network
@@ -300,4 +320,6 @@ def test_download_of_a_plain_file(data_dir, tmp_path, server, monkeypatch):
     monkeypatch.setattr(D, "CALTECH_URL", url + name)
     c = D.load_caltech101_silhouettes(tmp_path / "cache")
     assert c.train.shape == (4100, 784)
-    assert (tmp_path / "cache" / "caltech101_silhouettes" / name).read_bytes() == (www / name).read_bytes()
+    assert (tmp_path / "cache" / "caltech101_silhouettes" / name).read_bytes() == (
+        www / name
+    ).read_bytes()

@@ -1,4 +1,5 @@
-"""lib.dgp against independent oracles: exact GP marginal likelihood, dense formulas, Monte Carlo."""
+"""lib.dgp against independent oracles: exact GP marginal likelihood, dense formulas, Monte
+Carlo."""
 
 import jax
 import jax.flatten_util
@@ -58,19 +59,40 @@ def test_marginals_and_kl_match_dense_formulas(rng):
     Kzz, Kzx, Kxx = K[:M, :M], K[:M, M:], K[M:, M:]
     q_mu, q_sqrt = rng.normal(size=(M, P)), np.tril(rng.normal(size=(P, M, M)))
     L = np.linalg.cholesky(Kzz)
-    mean, var = G.conditional_marginals(jnp.asarray(L), jnp.asarray(Kzx.T), jnp.asarray(np.diag(Kxx)),
-                                        jnp.asarray(q_mu), jnp.asarray(q_sqrt), whiten=False)
+    mean, var = G.conditional_marginals(
+        jnp.asarray(L),
+        jnp.asarray(Kzx.T),
+        jnp.asarray(np.diag(Kxx)),
+        jnp.asarray(q_mu),
+        jnp.asarray(q_sqrt),
+        whiten=False,
+    )
     alpha = np.linalg.solve(Kzz, Kzx)
     kl = 0.0
     for p in range(P):
         S = q_sqrt[p] @ q_sqrt[p].T
         np.testing.assert_allclose(mean[:, p], alpha.T @ q_mu[:, p], rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(var[:, p], np.diag(Kxx - alpha.T @ (Kzz - S) @ alpha), rtol=1e-8, atol=1e-8)
-        kl += 0.5 * (np.trace(np.linalg.solve(Kzz, S)) + q_mu[:, p] @ np.linalg.solve(Kzz, q_mu[:, p]) - M
-                     + np.linalg.slogdet(Kzz)[1] - np.linalg.slogdet(S)[1])
+        np.testing.assert_allclose(
+            var[:, p], np.diag(Kxx - alpha.T @ (Kzz - S) @ alpha), rtol=1e-8, atol=1e-8
+        )
+        kl += 0.5 * (
+            np.trace(np.linalg.solve(Kzz, S))
+            + q_mu[:, p] @ np.linalg.solve(Kzz, q_mu[:, p])
+            - M
+            + np.linalg.slogdet(Kzz)[1]
+            - np.linalg.slogdet(S)[1]
+        )
     assert np.isclose(float(G.gauss_kl(jnp.asarray(q_mu), jnp.asarray(q_sqrt), jnp.asarray(L))), kl)
-    kl_white = sum(0.5 * (np.sum(q_sqrt[p] ** 2) + q_mu[:, p] @ q_mu[:, p] - M
-                          - np.linalg.slogdet(q_sqrt[p] @ q_sqrt[p].T)[1]) for p in range(P))
+    kl_white = sum(
+        0.5
+        * (
+            np.sum(q_sqrt[p] ** 2)
+            + q_mu[:, p] @ q_mu[:, p]
+            - M
+            - np.linalg.slogdet(q_sqrt[p] @ q_sqrt[p].T)[1]
+        )
+        for p in range(P)
+    )
     assert np.isclose(float(G.gauss_kl(jnp.asarray(q_mu), jnp.asarray(q_sqrt))), kl_white)
 
 
@@ -111,7 +133,8 @@ def test_two_layer_samples_have_the_inner_marginals(rng):
     x = jnp.asarray(rng.normal(size=(3, 2)))
     S = 20000
     mean, var = model.propagate(x, jax.random.key(1), S)  # last layer's marginals given sampled f^1
-    # E[mean of layer 2] estimated two ways: from propagate, and by integrating f^1 ~ N(mu1, var1) ourselves
+    # E[mean of layer 2] estimated two ways: from propagate, and by integrating f^1 ~ N(mu1, var1)
+    # ourselves
     mu1, var1 = inner(x)
     f1 = mu1[None] + jnp.sqrt(var1)[None] * jax.random.normal(jax.random.key(2), (S,) + mu1.shape)
     m2, _ = outer(f1.reshape(-1, 2))
@@ -122,13 +145,18 @@ def test_two_layer_samples_have_the_inner_marginals(rng):
 
 def test_log_density_is_the_mixture(rng):
     Z = jnp.asarray(rng.normal(size=(5, 1)))
-    model = G.DeepGP([G.SVGPLayer(G.RBF(1), Z, 1, np.eye(1), q_sqrt_scale=0.3), G.SVGPLayer(G.RBF(1), Z, 1)],
-                     G.Gaussian(0.2), 10)
+    model = G.DeepGP(
+        [G.SVGPLayer(G.RBF(1), Z, 1, np.eye(1), q_sqrt_scale=0.3), G.SVGPLayer(G.RBF(1), Z, 1)],
+        G.Gaussian(0.2),
+        10,
+    )
     x, y = jnp.asarray(rng.normal(size=(4, 1))), jnp.asarray(rng.normal(size=(4, 1)))
     key = jax.random.key(5)
     m, v = model.propagate(x, key, 30)
     s2 = v + model.likelihood.variance
-    brute = np.log(np.mean(np.exp(-0.5 * np.log(2 * np.pi * s2) - 0.5 * (y[None] - m) ** 2 / s2), 0))
+    brute = np.log(
+        np.mean(np.exp(-0.5 * np.log(2 * np.pi * s2) - 0.5 * (y[None] - m) ** 2 / s2), 0)
+    )
     np.testing.assert_allclose(model.log_density(x, y, key, 30), brute, rtol=1e-10)
 
 
@@ -147,8 +175,12 @@ def test_elbo_mean_does_not_depend_on_the_minibatch_size(rng):
         return jax.vmap(lambda i, k: nnx.merge(graphdef, state).elbo(xj[i], yj[i], k))(idx, keys)
 
     full = estimates(jnp.tile(jnp.arange(40), (400, 1)), jax.random.split(jax.random.key(0), 400))
-    idx = jnp.stack([jax.random.choice(k, 40, (8,), replace=False)
-                     for k in jax.random.split(jax.random.key(1), 4000)])
+    idx = jnp.stack(
+        [
+            jax.random.choice(k, 40, (8,), replace=False)
+            for k in jax.random.split(jax.random.key(1), 4000)
+        ]
+    )
     mini = estimates(idx, jax.random.split(jax.random.key(2), 4000))
     se = np.sqrt(np.var(mini) / 4000 + np.var(full) / 400)
     assert abs(float(mini.mean()) - float(full.mean())) < 5 * se
@@ -161,9 +193,13 @@ def test_build_dgp_mean_functions_and_widths(rng):
     narrow = G.build_dgp(x, y, 3, num_inducing=10, inner_width=2)
     W = np.asarray(narrow.layers[0].mean_W[...])
     assert W.shape == (5, 2) and np.allclose(W.T @ W, np.eye(2))  # orthonormal PCA directions
-    assert narrow.layers[1].mean_W[...].shape == (2, 2) and np.allclose(narrow.layers[1].mean_W[...], np.eye(2))
+    assert narrow.layers[1].mean_W[...].shape == (2, 2) and np.allclose(
+        narrow.layers[1].mean_W[...], np.eye(2)
+    )
     assert narrow.layers[-1].mean_W is None and narrow.layers[-1].num_outputs == 1
-    np.testing.assert_allclose(narrow.layers[1].Z[...], narrow.layers[0].Z[...] @ W)  # Z follows the mean function
+    np.testing.assert_allclose(
+        narrow.layers[1].Z[...], narrow.layers[0].Z[...] @ W
+    )  # Z follows the mean function
     wide = G.build_dgp(x, y, 2, num_inducing=10, inner_width=7)
     assert np.allclose(wide.layers[0].mean_W[...], np.concatenate([np.eye(5), np.zeros((5, 2))], 1))
     same = G.build_dgp(x, y, 2, num_inducing=10)
@@ -197,7 +233,8 @@ def test_safe_cholesky_recovers_with_more_jitter():
 @pytest.mark.parametrize("uses", ["both", "L only", "inverse only"])
 def test_cholesky_factors_gradient_matches_autodiff_and_finite_differences(rng, batch, uses):
     """eq. dgp-chol-grad against differentiating safe_cholesky and the triangular solve, and
-    against central differences; "L only" / "inverse only" leave the other cotangent a symbolic zero."""
+    against central differences; "L only" / "inverse only" leave the other cotangent a symbolic
+    zero."""
     from jax.scipy.linalg import solve_triangular
 
     X = jnp.asarray(rng.normal(size=batch + (9, 6)))
@@ -210,14 +247,19 @@ def test_cholesky_factors_gradient_matches_autodiff_and_finite_differences(rng, 
     def loss(factors, X):
         L, W = factors(jnp.swapaxes(X, -1, -2) @ X, 1e-8)
         terms = {"both": (L, W), "L only": (L,), "inverse only": (W,)}[uses]
-        return sum(jnp.sum(jnp.sin(F) * c) for F, c in zip(terms, (c_L, c_W) if uses != "inverse only" else (c_W,)))
+        return sum(
+            jnp.sum(jnp.sin(F) * c)
+            for F, c in zip(terms, (c_L, c_W) if uses != "inverse only" else (c_W,))
+        )
 
     ours = jax.grad(lambda X: loss(G.cholesky_factors, X))(X)
     auto = jax.grad(lambda X: loss(reference, X))(X)
     np.testing.assert_allclose(ours, auto, rtol=1e-9, atol=1e-11)
     direction = jnp.asarray(rng.normal(size=X.shape))
     h = 1e-6
-    fd = (loss(G.cholesky_factors, X + h * direction) - loss(G.cholesky_factors, X - h * direction)) / (2 * h)
+    fd = (
+        loss(G.cholesky_factors, X + h * direction) - loss(G.cholesky_factors, X - h * direction)
+    ) / (2 * h)
     assert np.isclose(fd, jnp.sum(ours * direction), rtol=1e-6)
     L, W = G.cholesky_factors(jnp.swapaxes(X, -1, -2) @ X, 1e-8)
     np.testing.assert_allclose(W @ L, np.broadcast_to(np.eye(6), L.shape), atol=1e-10)
@@ -229,8 +271,14 @@ def test_cholesky_factors_keep_the_retries_out_of_the_gradient():
     K = jnp.ones((4, 4)) - 1e-9 * jnp.eye(4)
     L, W = G.cholesky_factors(K, 1e-12, 12)
     assert not bool(jnp.any(jnp.isnan(L))) and np.allclose(L @ L.T, K, atol=1e-6)
-    jittered = K + 1e-12 * 10.0**np.arange(13)[np.argmax([
-        not bool(jnp.any(jnp.isnan(jnp.linalg.cholesky(K + 1e-12 * 10.0**i * jnp.eye(4))))) for i in range(13)])] * jnp.eye(4)
+    jittered = K + 1e-12 * 10.0 ** np.arange(13)[
+        np.argmax(
+            [
+                not bool(jnp.any(jnp.isnan(jnp.linalg.cholesky(K + 1e-12 * 10.0**i * jnp.eye(4)))))
+                for i in range(13)
+            ]
+        )
+    ] * jnp.eye(4)
     np.testing.assert_allclose(L, jnp.linalg.cholesky(jittered), rtol=1e-12)
     g = jax.grad(lambda K: jnp.sum(G.cholesky_factors(K, 1e-12, 12)[0] ** 3))(K)
     added = jittered - K
@@ -255,7 +303,9 @@ def test_bad_inputs_are_reported(rng):
     with pytest.raises(ValueError, match="num_layers"):
         G.build_dgp(x, y, 0)
     with pytest.raises(ValueError, match="layer 0 has 3 outputs but layer 1 takes 2"):
-        G.DeepGP([G.SVGPLayer(G.RBF(3), x[:4], 3), G.SVGPLayer(G.RBF(2), x[:4, :2], 1)], G.Gaussian(), 20)
+        G.DeepGP(
+            [G.SVGPLayer(G.RBF(3), x[:4], 3), G.SVGPLayer(G.RBF(2), x[:4, :2], 1)], G.Gaussian(), 20
+        )
     with pytest.raises(ValueError, match="model must be one of"):
         G.run_uci_model("energy", "DGP 9", 0, steps=1)
 
@@ -266,11 +316,21 @@ def test_gradient_of_the_bound_matches_finite_differences(rng, whiten, per_outpu
 
     x = rng.normal(size=(12, 2))
     y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(12, 1))
-    model = G.build_dgp(x, y, 2, num_inducing=5, inner_q_sqrt_scale=0.2, whiten=whiten, per_output_kernels=per_output)
+    model = G.build_dgp(
+        x,
+        y,
+        2,
+        num_inducing=5,
+        inner_q_sqrt_scale=0.2,
+        whiten=whiten,
+        per_output_kernels=per_output,
+    )
     assert model.layers[0].Z[...].shape == ((2, 5, 2) if per_output else (5, 2))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     flat, unravel = jax.flatten_util.ravel_pytree(params)
-    key = jax.random.key(0)  # a fixed key: the estimate is a deterministic function of the parameters
+    key = jax.random.key(
+        0
+    )  # a fixed key: the estimate is a deterministic function of the parameters
 
     @jax.jit  # one compilation for the 24 evaluations of the finite differences
     def f(v):
@@ -280,7 +340,11 @@ def test_gradient_of_the_bound_matches_finite_differences(rng, whiten, per_outpu
     for i in np.random.default_rng(1).choice(flat.size, 12, replace=False):
         e = jnp.zeros_like(flat).at[i].set(1e-6)
         fd = (f(flat + e) - f(flat - e)) / 2e-6
-        assert abs(float(fd) - float(grad[i])) < 1e-5 * max(1.0, abs(float(fd))), (i, float(fd), float(grad[i]))
+        assert abs(float(fd) - float(grad[i])) < 1e-5 * max(1.0, abs(float(fd))), (
+            i,
+            float(fd),
+            float(grad[i]),
+        )
 
 
 @pytest.mark.parametrize("per_output", [False, True])
@@ -299,7 +363,9 @@ def test_quadratic_forms_and_their_gradient(rng, per_output):
         assert np.allclose(a, b, atol=1e-12)
     e = np.zeros(A.shape)
     e[..., 4, 2] = 1e-6
-    fd = (jnp.sum(w * G.quadratic_forms(B, A + e)) - jnp.sum(w * G.quadratic_forms(B, A - e))) / 2e-6
+    fd = (
+        jnp.sum(w * G.quadratic_forms(B, A + e)) - jnp.sum(w * G.quadratic_forms(B, A - e))
+    ) / 2e-6
     assert abs(float(fd) - float(jnp.sum(ours[1][..., 4, 2]))) < 1e-6
 
 
@@ -317,15 +383,24 @@ def test_layer_does_not_depend_on_chunk_size(rng, whiten):
     from flax import nnx
 
     x = jnp.asarray(rng.normal(size=(37, 2)))
-    layer = G.SVGPLayer(G.RBF(2, 0.7, 1.3), rng.normal(size=(6, 2)), 3, rng.normal(size=(2, 3)), whiten=whiten,
-                        q_sqrt_scale=0.4, noise_variance=1e-3)
+    layer = G.SVGPLayer(
+        G.RBF(2, 0.7, 1.3),
+        rng.normal(size=(6, 2)),
+        3,
+        rng.normal(size=(2, 3)),
+        whiten=whiten,
+        q_sqrt_scale=0.4,
+        noise_variance=1e-3,
+    )
     layer.q_mu[...] = jnp.asarray(rng.normal(size=(6, 3)))
     w = jnp.asarray(rng.normal(size=(37, 3)))
 
     def value_and_grads(rows):
         layer.chunk_size = rows
         g, st = nnx.split(layer)
-        f = lambda st: jnp.sum(w * jnp.log(nnx.merge(g, st)(x)[1])) + jnp.sum(w * nnx.merge(g, st)(x)[0])  # noqa: E731
+        f = lambda st: (
+            jnp.sum(w * jnp.log(nnx.merge(g, st)(x)[1])) + jnp.sum(w * nnx.merge(g, st)(x)[0])
+        )  # noqa: E731
         return jax.value_and_grad(f)(st)
 
     (v0, g0), (v1, g1) = value_and_grads(1000), value_and_grads(5)
@@ -340,16 +415,23 @@ def test_classification_likelihoods_against_monte_carlo():
     from scipy.stats import norm
 
     rng = np.random.default_rng(5)
-    mu, s2 = np.array([0.3, -1.0, 1.2, 0.1]), np.array([0.5, 2.0, 0.05, 0.02])  # wide and narrow together
+    mu, s2 = (
+        np.array([0.3, -1.0, 1.2, 0.1]),
+        np.array([0.5, 2.0, 0.05, 0.02]),
+    )  # wide and narrow together
     f = mu + np.sqrt(s2) * rng.standard_normal((500_000, 4))
     bern = G.Bernoulli()
     for label in (0, 1):
         mc = np.mean(norm.logcdf((2 * label - 1) * f), 0)
-        ve = bern.variational_expectations(jnp.asarray(mu), jnp.asarray(s2), jnp.full(4, float(label)))
+        ve = bern.variational_expectations(
+            jnp.asarray(mu), jnp.asarray(s2), jnp.full(4, float(label))
+        )
         assert np.allclose(ve, mc, atol=4e-3), (label, ve, mc)
     p1 = bern.predict_mean_and_var(jnp.asarray(mu), jnp.asarray(s2))[0]
     assert np.allclose(p1, np.mean(norm.cdf(f), 0), atol=3e-3)
-    rmax = G.RobustMax(4, epsilon=0.01, quadrature_points=100)  # the default 20 in the bound is off by 0.05 here
+    rmax = G.RobustMax(
+        4, epsilon=0.01, quadrature_points=100
+    )  # the default 20 in the bound is off by 0.05 here
     wins = np.bincount(np.argmax(f, 1), minlength=4) / len(f)
     P = np.asarray(rmax.win_probabilities(jnp.asarray(mu), jnp.asarray(s2)))
     assert np.allclose(P, wins, atol=3e-3) and np.isclose(P.sum(), 1.0, atol=1e-3)
@@ -360,13 +442,18 @@ def test_classification_likelihoods_against_monte_carlo():
         ve = float(rmax.variational_expectations(jnp.asarray(mu), jnp.asarray(s2), y))
         expect = wins[label] * np.log(0.99) + (1 - wins[label]) * np.log(0.01 / 3)
         assert abs(ve - expect) < 0.03, (label, ve, expect)
-        assert np.isclose(float(rmax.predict_log_density(jnp.asarray(mu), jnp.asarray(s2), y)), np.log(probs[label]))
+        assert np.isclose(
+            float(rmax.predict_log_density(jnp.asarray(mu), jnp.asarray(s2), y)),
+            np.log(probs[label]),
+        )
 
 
 @pytest.mark.slow
 def test_robustmax_classifier_trains_and_checks_labels(rng):
     x = rng.normal(size=(120, 2))
-    y = (np.arctan2(x[:, 1], x[:, 0]) > 0).astype(np.int32)[:, None] + (x[:, 0] > 1).astype(np.int32)[:, None]
+    y = (np.arctan2(x[:, 1], x[:, 0]) > 0).astype(np.int32)[:, None] + (x[:, 0] > 1).astype(
+        np.int32
+    )[:, None]
     model = G.build_dgp(x, y, 2, num_inducing=10, likelihood=G.RobustMax(3))
     assert model.layers[-1].num_outputs == 3
     model, hist = G.train_dgp(model, x, y, steps=150, progress=False)
@@ -380,7 +467,10 @@ def test_robustmax_classifier_trains_and_checks_labels(rng):
     assert np.allclose(logd, np.log(probs[np.arange(30), y[:30, 0]]), atol=1e-10)
     bern = G.build_dgp(x, (y > 0).astype(np.float64), 1, num_inducing=10, likelihood=G.Bernoulli())
     bern, _ = G.train_dgp(bern, x, (y > 0).astype(np.float64), steps=100, progress=False)
-    assert G.evaluate_classifier(bern, x, (y > 0).astype(np.float64), num_samples=3)["test_accuracy"] > 0.8
+    assert (
+        G.evaluate_classifier(bern, x, (y > 0).astype(np.float64), num_samples=3)["test_accuracy"]
+        > 0.8
+    )
     with pytest.raises(ValueError, match=r"y must hold labels in \{0, \.\.\., 2\}, got 3"):
         G.build_dgp(x, np.full((120, 1), 3), 1, likelihood=G.RobustMax(3))
     with pytest.raises(ValueError, match=r"y must be binary \(0 or 1\), got 0.5"):
@@ -396,7 +486,9 @@ def test_per_output_layer_is_p_single_output_layers(rng, whiten):
     Z = rng.normal(size=(P, M, D))
     ls, var = [0.6, 1.0, 1.7], [0.8, 1.3, 2.0]
     kern = G.RBF(D, batch=P)
-    kern.raw_lengthscales[...] = G.softplus_inverse(jnp.asarray(np.repeat(np.array(ls)[:, None], D, 1)))
+    kern.raw_lengthscales[...] = G.softplus_inverse(
+        jnp.asarray(np.repeat(np.array(ls)[:, None], D, 1))
+    )
     kern.raw_variance[...] = G.softplus_inverse(jnp.asarray(var))
     W = rng.normal(size=(D, P))
     layer = G.SVGPLayer(kern, Z, P, W, whiten=whiten, noise_variance=1e-3, chunk_size=6)
@@ -405,9 +497,11 @@ def test_per_output_layer_is_p_single_output_layers(rng, whiten):
     mean, v = layer(x)
     kl = 0.0
     for p in range(P):  # the oracle: P separate layers with one output each (the shared code path)
-        single = G.SVGPLayer(G.RBF(D, ls[p], var[p]), Z[p], 1, W[:, p:p + 1], whiten=whiten, noise_variance=1e-3)
-        single.q_mu[...] = layer.q_mu[...][:, p:p + 1]
-        single.q_sqrt[...] = layer.q_sqrt[...][p:p + 1]
+        single = G.SVGPLayer(
+            G.RBF(D, ls[p], var[p]), Z[p], 1, W[:, p : p + 1], whiten=whiten, noise_variance=1e-3
+        )
+        single.q_mu[...] = layer.q_mu[...][:, p : p + 1]
+        single.q_sqrt[...] = layer.q_sqrt[...][p : p + 1]
         m1, v1 = single(x)
         assert np.allclose(mean[:, p], m1[:, 0]) and np.allclose(v[:, p], v1[:, 0])
         kl += float(single.kl())
@@ -421,7 +515,9 @@ def test_float32_model_stays_float32_and_agrees_with_float64(rng):
     x = rng.normal(size=(40, 3))
     y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(40, 1))
     m64 = G.build_dgp(x, y, 2, num_inducing=8, inner_q_sqrt_scale=0.1)
-    m32 = G.build_dgp(x.astype(np.float32), y.astype(np.float32), 2, num_inducing=8, inner_q_sqrt_scale=0.1)
+    m32 = G.build_dgp(
+        x.astype(np.float32), y.astype(np.float32), 2, num_inducing=8, inner_q_sqrt_scale=0.1
+    )
     from flax import nnx
 
     assert all(v.dtype == jnp.float32 for v in jax.tree.leaves(nnx.state(m32, nnx.Param)))
@@ -430,20 +526,28 @@ def test_float32_model_stays_float32_and_agrees_with_float64(rng):
     e32 = m32.elbo(jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32), key)
     assert e32.dtype == jnp.float32 and abs(float(e32) - e64) < 1e-3 * abs(e64)
     mean, var = jnp.zeros((4, 3), jnp.float32), jnp.ones((4, 3), jnp.float32)
-    for lik, y in ((G.Bernoulli(), jnp.ones((4, 3), jnp.int32)), (G.RobustMax(3), jnp.zeros((4, 1), jnp.int32))):
-        assert lik.variational_expectations(mean, var, y).dtype == jnp.float32  # no float64 constants leak in
+    for lik, y in (
+        (G.Bernoulli(), jnp.ones((4, 3), jnp.int32)),
+        (G.RobustMax(3), jnp.zeros((4, 1), jnp.int32)),
+    ):
+        assert (
+            lik.variational_expectations(mean, var, y).dtype == jnp.float32
+        )  # no float64 constants leak in
 
 
 def test_normal_cdf_keeps_relative_precision_in_the_tail():
     from scipy.stats import norm
 
     z = np.linspace(-37.0, 8.0, 901)
-    assert np.allclose(np.asarray(G.normal_cdf(jnp.asarray(z))) / norm.cdf(z), 1.0, rtol=0, atol=1e-11)
+    assert np.allclose(
+        np.asarray(G.normal_cdf(jnp.asarray(z))) / norm.cdf(z), 1.0, rtol=0, atol=1e-11
+    )
 
 
 def test_gradient_step_flops_match_the_count_of_the_products():
-    """SGP (one output, whitened): alpha = T k(Z, x) and B alpha cost 2 M^2 N each forward, and the backward
-    pass twice the forward: about 12 M^2 N in all, linear in N; the layers' chunking is left as it was."""
+    """SGP (one output, whitened): alpha = T k(Z, x) and B alpha cost 2 M^2 N each forward, and the
+    backward pass twice the forward: about 12 M^2 N in all, linear in N; the layers' chunking is
+    left as it was."""
     rng = np.random.default_rng(0)
     M = 100
     for N in (1000, 3000):
@@ -451,21 +555,24 @@ def test_gradient_step_flops_match_the_count_of_the_products():
         y = np.sin(x.sum(1, keepdims=True))
         model = G.build_dgp(x, y, 1, num_inducing=M, whiten=True)
         flops = G.gradient_step_flops(model, x, y)
-        assert 10 * M ** 2 * N < flops < 16 * M ** 2 * N, (N, flops / (M ** 2 * N))
+        assert 10 * M**2 * N < flops < 16 * M**2 * N, (N, flops / (M**2 * N))
         assert all(layer.chunk_size is None for layer in model.layers)
 
 
 @pytest.mark.parametrize("batch", [None, 3])
 def test_shared_lengthscale_kernel_is_the_ard_kernel_with_equal_lengthscales(rng, batch):
-    """ard=False (GPflow 1's default) is the ARD kernel whose lengthscales are all the shared one, checked
-    against the squared-exponential formula written out; a model built with it has one lengthscale per kernel."""
+    """ard=False (GPflow 1's default) is the ARD kernel whose lengthscales are all the shared one,
+    checked against the squared-exponential formula written out; a model built with it has one
+    lengthscale per kernel."""
     D = 4
     x1, x2 = rng.normal(size=(5, D)), rng.normal(size=(6, D))
     shared = G.RBF(D, 0.7, 1.3, batch=batch, ard=False)
     assert shared.lengthscales.shape == ((1,) if batch is None else (batch, 1))
     k = np.asarray(shared(jnp.asarray(x1), jnp.asarray(x2)))
-    direct = 1.3 * np.exp(-0.5 * ((x1[:, None, :] - x2[None, :, :]) ** 2).sum(-1) / 0.7 ** 2)
-    np.testing.assert_allclose(k, direct if batch is None else np.broadcast_to(direct, (batch, 5, 6)), rtol=1e-12)
+    direct = 1.3 * np.exp(-0.5 * ((x1[:, None, :] - x2[None, :, :]) ** 2).sum(-1) / 0.7**2)
+    np.testing.assert_allclose(
+        k, direct if batch is None else np.broadcast_to(direct, (batch, 5, 6)), rtol=1e-12
+    )
     x, y = rng.normal(size=(40, D)), rng.normal(size=(40, 1))
     dgp = G.build_dgp(x, y, 2, num_inducing=8, ard=False)
     assert all(layer.kernel.lengthscales.shape == (1,) for layer in dgp.layers)

@@ -1,4 +1,6 @@
-"""Tests of lib.ebp against Monte Carlo, finite differences, float64 closed forms and dense references."""
+"""Tests of lib.ebp against Monte Carlo, finite differences, float64 closed forms and dense
+references."""
+
 import math
 import os
 
@@ -14,8 +16,13 @@ from lib import ebp as E
 
 def random_net(sizes, seed=0, scale=0.6):
     rng = np.random.default_rng(seed)
-    return E.EBPNet(tuple(jnp.asarray(rng.normal(0, scale, (o, i)), jnp.float32) for i, o in zip(sizes[:-1], sizes[1:])),
-                    tuple(jnp.asarray(rng.normal(0, 0.5, o), jnp.float32) for o in sizes[1:]))
+    return E.EBPNet(
+        tuple(
+            jnp.asarray(rng.normal(0, scale, (o, i)), jnp.float32)
+            for i, o in zip(sizes[:-1], sizes[1:])
+        ),
+        tuple(jnp.asarray(rng.normal(0, 0.5, o), jnp.float32) for o in sizes[1:]),
+    )
 
 
 @pytest.mark.parametrize("kind", E.KINDS)
@@ -26,8 +33,11 @@ def test_forward_moments_match_monte_carlo_of_sampled_networks(kind):
     x = jnp.asarray(rng.normal(size=(1, K)), jnp.float32)
     _, (mu,), (var,), mean_v = E.ebp_forward(net, x, kind, extra_var=0.0)
     h = np.asarray(net.fields[0])
-    w = (np.where(rng.random((n, 4, K)) < 1 / (1 + np.exp(-2 * h)), 1.0, -1.0) if kind == "binary"
-         else h + rng.normal(size=(n, 4, K)))
+    w = (
+        np.where(rng.random((n, 4, K)) < 1 / (1 + np.exp(-2 * h)), 1.0, -1.0)
+        if kind == "binary"
+        else h + rng.normal(size=(n, 4, K))
+    )
     u = (w @ np.asarray(x)[0] + np.asarray(net.biases[0])) / math.sqrt(K + 1)
     np.testing.assert_allclose(np.asarray(mu[0]), u.mean(0), atol=5 * np.sqrt(u.var(0) / n).max())
     np.testing.assert_allclose(np.asarray(var[0]), u.var(0), rtol=0.05)
@@ -35,7 +45,8 @@ def test_forward_moments_match_monte_carlo_of_sampled_networks(kind):
 
 
 def test_hidden_layer_variance_matches_monte_carlo():
-    """Second layer: inputs are independent signs with the given means (the mean-field assumption)."""
+    """Second layer: inputs are independent signs with the given means (the mean-field
+    assumption)."""
     rng = np.random.default_rng(3)
     K, n = 200, 20000
     net = random_net([5, K, 3], seed=4)
@@ -43,11 +54,14 @@ def test_hidden_layer_variance_matches_monte_carlo():
     for kind in E.KINDS:
         h = np.asarray(net.fields[1])
         wm = np.tanh(h) if kind == "binary" else h
-        second = 1.0 if kind == "binary" else h ** 2 + 1
-        var = (np.sum(second * np.ones_like(h), 1) - (m ** 2) @ (wm ** 2).T) / (K + 1)
+        second = 1.0 if kind == "binary" else h**2 + 1
+        var = (np.sum(second * np.ones_like(h), 1) - (m**2) @ (wm**2).T) / (K + 1)
         v = np.where(rng.random((n, K)) < (1 + m) / 2, 1.0, -1.0)
-        w = (np.where(rng.random((n, 3, K)) < 1 / (1 + np.exp(-2 * h)), 1.0, -1.0) if kind == "binary"
-             else h + rng.normal(size=(n, 3, K)))
+        w = (
+            np.where(rng.random((n, 3, K)) < 1 / (1 + np.exp(-2 * h)), 1.0, -1.0)
+            if kind == "binary"
+            else h + rng.normal(size=(n, 3, K))
+        )
         u = np.einsum("nok,nk->no", w, v) / math.sqrt(K + 1)
         np.testing.assert_allclose(var, u.var(0), rtol=0.05)
         # and the library computes the same expression from <v>
@@ -55,18 +69,22 @@ def test_hidden_layer_variance_matches_monte_carlo():
         net2 = E.EBPNet(net.fields, net.biases)
         inputs, mus, variances, _ = E.ebp_forward(net2, x, kind, extra_var=0.0)
         m2 = np.asarray(inputs[1][0])
-        expect = (np.sum(second * np.ones_like(h), 1) - (m2 ** 2) @ (wm ** 2).T) / (K + 1)
+        expect = (np.sum(second * np.ones_like(h), 1) - (m2**2) @ (wm**2).T) / (K + 1)
         np.testing.assert_allclose(np.asarray(variances[1][0]), expect, rtol=1e-5)
 
 
 def test_output_delta_against_float64_and_its_limit():
     z = np.concatenate([np.linspace(-30, 30, 61), [-1e3, 1e3]])
     for y in (1.0, -1.0):
-        mu, var = y * z * 2.0, np.full_like(z, 4.0)                      # sigma = 2, so y mu / sigma = z
-        ours = np.asarray(E.output_delta(jnp.asarray(mu, jnp.float32), jnp.asarray(var, jnp.float32), y))
+        mu, var = y * z * 2.0, np.full_like(z, 4.0)  # sigma = 2, so y mu / sigma = z
+        ours = np.asarray(
+            E.output_delta(jnp.asarray(mu, jnp.float32), jnp.asarray(var, jnp.float32), y)
+        )
         assert np.isfinite(ours).all()
-        exact = y * np.exp(-0.5 * z ** 2 - 0.5 * np.log(2 * np.pi) - log_ndtr64(z)) / 2.0
-        np.testing.assert_allclose(ours, exact, rtol=2e-3, atol=1e-30)   # float32: -z^2/2 - log Phi(z) cancels
+        exact = y * np.exp(-0.5 * z**2 - 0.5 * np.log(2 * np.pi) - log_ndtr64(z)) / 2.0
+        np.testing.assert_allclose(
+            ours, exact, rtol=2e-3, atol=1e-30
+        )  # float32: -z^2/2 - log Phi(z) cancels
         limit = np.asarray(E.asymptotic_output_delta(jnp.asarray(mu), jnp.asarray(var), y))
         far = z < -8
         np.testing.assert_allclose(ours[far], limit[far], rtol=0.02)
@@ -75,14 +93,15 @@ def test_output_delta_against_float64_and_its_limit():
 
 
 def test_authors_binary_fallback_has_the_wrong_sign_for_negative_labels():
-    mu, var, y = 50.0, 1.0, -1.0                                         # confidently +, label -
+    mu, var, y = 50.0, 1.0, -1.0  # confidently +, label -
     ours = float(E.output_delta(jnp.float32(mu), jnp.float32(var), y))
-    authors = y * (-mu / var)                                             # Binary_EBP_minibatch.m: Y .* (-mu/var)
+    authors = y * (-mu / var)  # Binary_EBP_minibatch.m: Y .* (-mu/var)
     assert ours < 0 < authors
 
 
 def test_backward_deltas_are_derivatives_of_the_log_marginal_likelihood():
-    """Delta_{l-1} = d ln Phi(y mu_L / sigma_L) / d mu_{l-1} with the sigmas held fixed (finite differences)."""
+    """Delta_{l-1} = d ln Phi(y mu_L / sigma_L) / d mu_{l-1} with the sigmas held fixed (finite
+    differences)."""
     net = random_net([6, 40, 1], seed=5, scale=0.8)
     x = jnp.asarray(np.random.default_rng(6).normal(size=(1, 6)), jnp.float32)
     y = jnp.ones((1, 1))
@@ -90,7 +109,10 @@ def test_backward_deltas_are_derivatives_of_the_log_marginal_likelihood():
         inputs, mus, variances, _ = E.ebp_forward(net, x, kind)
         w2 = np.asarray(E.weight_mean(net.fields[1], kind), np.float64)
         b2 = np.asarray(net.biases[1], np.float64)
-        s1, s2 = np.sqrt(np.asarray(variances[0][0], np.float64)), math.sqrt(float(variances[1][0, 0]))
+        s1, s2 = (
+            np.sqrt(np.asarray(variances[0][0], np.float64)),
+            math.sqrt(float(variances[1][0, 0])),
+        )
 
         def log_p(mu1):
             m1 = 2 * 0.5 * (1 + np.vectorize(math.erf)(mu1 / s1 / math.sqrt(2))) - 1
@@ -99,7 +121,9 @@ def test_backward_deltas_are_derivatives_of_the_log_marginal_likelihood():
 
         mu1 = np.asarray(mus[0][0], np.float64)
         eps = 1e-5
-        fd = np.array([(log_p(mu1 + eps * e) - log_p(mu1 - eps * e)) / (2 * eps) for e in np.eye(40)])
+        fd = np.array(
+            [(log_p(mu1 + eps * e) - log_p(mu1 - eps * e)) / (2 * eps) for e in np.eye(40)]
+        )
         d_out = E.output_delta(mus[1], variances[1], y)
         density = np.exp(-0.5 * (mu1 / s1) ** 2) / (math.sqrt(2 * math.pi) * s1)
         ours = 2 / math.sqrt(41) * density * (np.asarray(d_out) @ w2)[0]
@@ -107,8 +131,9 @@ def test_backward_deltas_are_derivatives_of_the_log_marginal_likelihood():
 
 
 def test_single_layer_field_update_is_the_bayes_update_to_first_order():
-    """A perceptron with binary weights: the exact Gaussian-approximation marginal likelihood with one weight
-    clamped, ln Phi(y mu(W_j) / sigma(W_j)), changes by 2 * (field increment) between W_j = -1 and +1."""
+    """A perceptron with binary weights: the exact Gaussian-approximation marginal likelihood with
+    one weight clamped, ln Phi(y mu(W_j) / sigma(W_j)), changes by 2 * (field increment) between W_j
+    = -1 and +1."""
     K = 2000
     rng = np.random.default_rng(7)
     net = E.EBPNet((jnp.asarray(rng.normal(0, 0.3, (1, K)), jnp.float32),), (jnp.zeros(1),))
@@ -118,12 +143,14 @@ def test_single_layer_field_update_is_the_bayes_update_to_first_order():
     dh = np.asarray(new.fields[0] - net.fields[0])[0]
     h, xv = np.asarray(net.fields[0], np.float64)[0], np.asarray(x, np.float64)[0]
     m = np.tanh(h)
-    mu_all, var_all = m @ xv, np.sum((1 - m ** 2) * xv ** 2)
+    mu_all, var_all = m @ xv, np.sum((1 - m**2) * xv**2)
     for j in rng.choice(K, 20, replace=False):
+
         def lp(wj):
             mu = (mu_all - m[j] * xv[j] + wj * xv[j]) / math.sqrt(K + 1)
             var = (var_all - (1 - m[j] ** 2) * xv[j] ** 2) / (K + 1)
             return log_ndtr64(mu / math.sqrt(var))
+
         exact = 0.5 * (lp(1.0) - lp(-1.0))
         assert abs(dh[j] - exact) < 0.05 * abs(exact) + 1e-6
 
@@ -145,16 +172,41 @@ def test_sparse_and_dense_inputs_train_the_same_network():
     dense = (rng.random((60, 300)) < 0.05) * rng.integers(1, 20, (60, 300))
     y = np.sign(rng.normal(size=60)).astype(int)
     for kind in E.KINDS:
-        a, _ = E.train_ebp(E.init_ebp(jax.random.key(0), [300, 7, 1]), dense.astype(float), y, jax.random.key(1),
-                           kind=kind, epochs=2)
-        b, _ = E.train_ebp(E.init_ebp(jax.random.key(0), [300, 7, 1]), sp.csr_array(dense.astype(float)), y,
-                           jax.random.key(1), kind=kind, epochs=2)
+        a, _ = E.train_ebp(
+            E.init_ebp(jax.random.key(0), [300, 7, 1]),
+            dense.astype(float),
+            y,
+            jax.random.key(1),
+            kind=kind,
+            epochs=2,
+        )
+        b, _ = E.train_ebp(
+            E.init_ebp(jax.random.key(0), [300, 7, 1]),
+            sp.csr_array(dense.astype(float)),
+            y,
+            jax.random.key(1),
+            kind=kind,
+            epochs=2,
+        )
         for u, v in zip(a.fields, b.fields):
             np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-4, atol=1e-5)
-    a, _ = E.train_bp(E.init_ebp(jax.random.key(0), [300, 7, 1]), dense.astype(float), y, jax.random.key(1), lr=0.01)
-    b, _ = E.train_bp(E.init_ebp(jax.random.key(0), [300, 7, 1]), sp.csr_array(dense.astype(float)), y,
-                      jax.random.key(1), lr=0.01)
-    np.testing.assert_allclose(np.asarray(a.fields[0]), np.asarray(b.fields[0]), rtol=1e-4, atol=1e-6)
+    a, _ = E.train_bp(
+        E.init_ebp(jax.random.key(0), [300, 7, 1]),
+        dense.astype(float),
+        y,
+        jax.random.key(1),
+        lr=0.01,
+    )
+    b, _ = E.train_bp(
+        E.init_ebp(jax.random.key(0), [300, 7, 1]),
+        sp.csr_array(dense.astype(float)),
+        y,
+        jax.random.key(1),
+        lr=0.01,
+    )
+    np.testing.assert_allclose(
+        np.asarray(a.fields[0]), np.asarray(b.fields[0]), rtol=1e-4, atol=1e-6
+    )
 
 
 def test_ebp_learns_a_teacher_sign_network():
@@ -163,8 +215,16 @@ def test_ebp_learns_a_teacher_sign_network():
     teacher = np.sign(rng.normal(size=M))
     x = rng.normal(size=(3000, M))
     y = np.sign(x @ teacher).astype(int)
-    net, hist = E.train_ebp(E.init_ebp(jax.random.key(0), [M, 1]), x[:2500], y[:2500], jax.random.key(1),
-                            kind="binary", epochs=2, x_test=x[2500:], y_test=y[2500:])
+    net, hist = E.train_ebp(
+        E.init_ebp(jax.random.key(0), [M, 1]),
+        x[:2500],
+        y[:2500],
+        jax.random.key(1),
+        kind="binary",
+        epochs=2,
+        x_test=x[2500:],
+        y_test=y[2500:],
+    )
     assert hist[-1]["EBP-P"] < 0.1
     assert np.mean(np.sign(np.asarray(net.fields[0][0])) == teacher) > 0.9
 
@@ -179,7 +239,9 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="finite"):
         E.train_ebp(net, np.full((4, 5), np.nan), np.ones(4), jax.random.key(0), kind="real")
     with pytest.raises(ValueError, match="finite"):
-        E.train_ebp(net, sp.csr_array(np.full((4, 5), np.inf)), np.ones(4), jax.random.key(0), kind="real")
+        E.train_ebp(
+            net, sp.csr_array(np.full((4, 5), np.inf)), np.ones(4), jax.random.key(0), kind="real"
+        )
     with pytest.raises(ValueError, match="kind"):
         E.train_ebp(net, x, np.ones(4), jax.random.key(0), kind="ternary")
     with pytest.raises(ValueError, match="rows"):
@@ -190,11 +252,38 @@ def test_bad_input_is_refused():
 
 def test_folds_and_summary():
     train, test = E.fold_indices(1943, 7)
-    assert len(np.intersect1d(train, test)) == 0 and len(train) + len(test) == 1943 and test[-1] == 1942
-    rows = [{"task": "t", "fold": f, "method": m, "epoch": e, "EBP-P": 0.1 * e + 0.01 * f, "EBP-D": 0.2, "seconds_per_epoch": 1}
-            for f in range(2) for m in ("Real EBP", "Binary EBP") for e in (1, 2)]
-    rows += [{"task": "t", "fold": f, "method": f"BP ce {lr}", "epoch": 1, "BP": lr, "clipped BP": 0.5,
-              "seconds_per_epoch": 1} for f in range(2) for lr in (0.3, 0.2)]
+    assert (
+        len(np.intersect1d(train, test)) == 0
+        and len(train) + len(test) == 1943
+        and test[-1] == 1942
+    )
+    rows = [
+        {
+            "task": "t",
+            "fold": f,
+            "method": m,
+            "epoch": e,
+            "EBP-P": 0.1 * e + 0.01 * f,
+            "EBP-D": 0.2,
+            "seconds_per_epoch": 1,
+        }
+        for f in range(2)
+        for m in ("Real EBP", "Binary EBP")
+        for e in (1, 2)
+    ]
+    rows += [
+        {
+            "task": "t",
+            "fold": f,
+            "method": f"BP ce {lr}",
+            "epoch": 1,
+            "BP": lr,
+            "clipped BP": 0.5,
+            "seconds_per_epoch": 1,
+        }
+        for f in range(2)
+        for lr in (0.3, 0.2)
+    ]
     s = E.summarise_ebp_text(rows)["t"]
     assert s["Real EBP-P"][0] == pytest.approx(100 * 0.105) and s["Real EBP-P"][2] == 2
     assert s["BP setting"] == "BP ce 0.2" and s["BP"][0] == pytest.approx(20.0)
@@ -204,8 +293,13 @@ def test_folds_and_summary():
 @pytest.mark.slow
 def test_ebp_text_experiment_end_to_end():
     from lib.toolkit import EXPERIMENTS
-    config = dict(EXPERIMENTS["ebp-text"].presets["book"], tasks=["reuters_I654_I65"], epochs=1,
-                  bp_learning_rates=[0.1])
+
+    config = dict(
+        EXPERIMENTS["ebp-text"].presets["book"],
+        tasks=["reuters_I654_I65"],
+        epochs=1,
+        bp_learning_rates=[0.1],
+    )
     rows = E.run_ebp_text(config)
     assert {r["method"] for r in rows} == {"Real EBP", "Binary EBP", "BP ce 0.1", "BP mse 0.1"}
     s = E.summarise_ebp_text(rows)["reuters_I654_I65"]
@@ -217,13 +311,22 @@ def test_ensemble_of_sampled_networks_matches_the_forward_mean_and_the_map_netwo
     K = 400
     x = jnp.asarray(rng.normal(size=(3, K)), jnp.float32)
     for kind in E.KINDS:
-        net = E.EBPNet((jnp.asarray(rng.normal(0, 0.5, (1, K)), jnp.float32),), (jnp.asarray([0.3]),))
+        net = E.EBPNet(
+            (jnp.asarray(rng.normal(0, 0.5, (1, K)), jnp.float32),), (jnp.asarray([0.3]),)
+        )
         vote = np.asarray(E.ebp_ensemble(net, x, kind, jax.random.key(0), n_networks=4000))
         # one layer, large fan-in: the mean output sign over sampled networks is <v_L> of eq. 4.1
-        np.testing.assert_allclose(vote, np.asarray(E.ebp_p(net, x, kind, extra_var=0.0)), atol=0.05)
+        np.testing.assert_allclose(
+            vote, np.asarray(E.ebp_p(net, x, kind, extra_var=0.0)), atol=0.05
+        )
     # nearly deterministic binary posteriors: every sampled network is the MAP network of EBP-D
-    sure = E.EBPNet((jnp.asarray(np.sign(rng.normal(size=(5, K))) * 20, jnp.float32),
-                     jnp.asarray(np.sign(rng.normal(size=(1, 5))) * 20, jnp.float32)), (jnp.zeros(5), jnp.zeros(1)))
+    sure = E.EBPNet(
+        (
+            jnp.asarray(np.sign(rng.normal(size=(5, K))) * 20, jnp.float32),
+            jnp.asarray(np.sign(rng.normal(size=(1, 5))) * 20, jnp.float32),
+        ),
+        (jnp.zeros(5), jnp.zeros(1)),
+    )
     vote = np.asarray(E.ebp_ensemble(sure, x, "binary", jax.random.key(1), n_networks=8))
     np.testing.assert_array_equal(vote, np.sign(np.asarray(E.ebp_d(sure, x, "binary"))))
 
@@ -234,28 +337,45 @@ def test_bp_update_is_a_gradient_step_on_the_written_out_loss():
     x = jnp.asarray(rng.normal(size=(5, 6)), jnp.float32)
     y = jnp.asarray(np.sign(rng.normal(size=(5, 1))), jnp.float32)
     for loss in ("ce", "mse"):
+
         def written_out(params):
             w1, b1, w2, b2 = params
             f = jnp.tanh(x @ w1.T + b1) @ w2.T + b2
-            return jnp.mean(jnp.log1p(jnp.exp(-y * f))) if loss == "ce" else jnp.mean((jnp.tanh(f) - y) ** 2)
+            return (
+                jnp.mean(jnp.log1p(jnp.exp(-y * f)))
+                if loss == "ce"
+                else jnp.mean((jnp.tanh(f) - y) ** 2)
+            )
+
         params = (net.fields[0], net.biases[0], net.fields[1], net.biases[1])
         grads = jax.grad(written_out)(params)
         new = E.bp_update(net, x, y, 0.1, loss)
-        for got, p, g in zip((new.fields[0], new.biases[0], new.fields[1], new.biases[1]), params, grads):
-            np.testing.assert_allclose(np.asarray(got), np.asarray(p - 0.1 * g), rtol=1e-5, atol=1e-6)
+        for got, p, g in zip(
+            (new.fields[0], new.biases[0], new.fields[1], new.biases[1]), params, grads
+        ):
+            np.testing.assert_allclose(
+                np.asarray(got), np.asarray(p - 0.1 * g), rtol=1e-5, atol=1e-6
+            )
 
 
 def test_one_vs_rest_and_the_class_error():
     labels = np.array([0, 2, 1, 2])
     y = E.one_vs_rest(labels, 3)
-    assert y.shape == (4, 3) and (y == np.array([[1, -1, -1], [-1, -1, 1], [-1, 1, -1], [-1, -1, 1]])).all()
+    assert (
+        y.shape == (4, 3)
+        and (y == np.array([[1, -1, -1], [-1, -1, 1], [-1, 1, -1], [-1, -1, 1]])).all()
+    )
     out = np.array([[0.9, 0.1, -2.0], [0.5, 0.2, 0.4], [-1.0, -0.5, -0.9], [-3.0, -2.0, -1.0]])
     # argmax per row: 0 (right), 0 (wrong), 1 (right, though every output is negative), 2 (right)
-    assert E.error_rate(out, y) == pytest.approx(sum(o.argmax() != c for o, c in zip(out, labels)) / 4)
+    assert E.error_rate(out, y) == pytest.approx(
+        sum(o.argmax() != c for o, c in zip(out, labels)) / 4
+    )
     assert E.error_rate(out, y) == pytest.approx(0.25)
     # labels that are not one class per row keep the sign rule: any wrong sign is an error
     multi = np.array([[1, 1, -1], [-1, -1, -1]])
-    assert E.error_rate(np.array([[1.0, 2.0, -1.0], [-1.0, 0.5, -1.0]]), multi) == pytest.approx(0.5)
+    assert E.error_rate(np.array([[1.0, 2.0, -1.0], [-1.0, 0.5, -1.0]]), multi) == pytest.approx(
+        0.5
+    )
     with pytest.raises(ValueError, match="integers in 0..2"):
         E.one_vs_rest([0, 3], 3)
 
@@ -267,8 +387,16 @@ def test_a_ten_class_network_learns_a_teacher_with_one_output_per_class():
     labels = (x @ rng.normal(size=(40, 4))).argmax(1)
     y = E.one_vs_rest(labels, 4)
     for kind in E.KINDS:
-        _, history = E.train_ebp(E.init_ebp(jax.random.key(0), [40, 60, 4]), x[:2500], y[:2500], jax.random.key(1),
-                                 kind=kind, epochs=3, x_test=x[2500:], y_test=y[2500:])
+        _, history = E.train_ebp(
+            E.init_ebp(jax.random.key(0), [40, 60, 4]),
+            x[:2500],
+            y[:2500],
+            jax.random.key(1),
+            kind=kind,
+            epochs=3,
+            x_test=x[2500:],
+            y_test=y[2500:],
+        )
         assert history[-1]["EBP-P"] < 0.25, (kind, history)  # chance is 0.75
 
 
@@ -276,19 +404,33 @@ def test_a_ten_class_network_learns_a_teacher_with_one_output_per_class():
 @pytest.mark.slow
 def test_ebp_mnist_experiment_end_to_end():
     from lib.toolkit import EXPERIMENTS
-    rows = E.run_ebp_mnist(dict(EXPERIMENTS["ebp-mnist"].presets["book"], hidden=[[50]], epochs=1,
-                                bp_learning_rates=[0.1]))
+
+    rows = E.run_ebp_mnist(
+        dict(
+            EXPERIMENTS["ebp-mnist"].presets["book"],
+            hidden=[[50]],
+            epochs=1,
+            bp_learning_rates=[0.1],
+        )
+    )
     by = {r["method"]: r for r in rows}
     assert len(rows) == 3 and set(by) == {"Real EBP", "Binary EBP", "BP ce 0.1"}
     assert all(r["hidden"] == [50] and r["epoch"] == 1 for r in rows)
-    assert by["Real EBP"]["EBP-P"] < 0.15 and by["Binary EBP"]["EBP-P"] < 0.2 and by["BP ce 0.1"]["BP"] < 0.2
+    assert (
+        by["Real EBP"]["EBP-P"] < 0.15
+        and by["Binary EBP"]["EBP-P"] < 0.2
+        and by["BP ce 0.1"]["BP"] < 0.2
+    )
 
 
 def test_interrupted_passes_resume_to_the_uninterrupted_network(tmp_path):
-    """Checkpointed after every pass and stopped in the third (an exception in the evaluation): the resumed
-    run restores pass 2 and ends with the network and per-pass errors of an uninterrupted run."""
+    """Checkpointed after every pass and stopped in the third (an exception in the evaluation): the
+    resumed run restores pass 2 and ends with the network and per-pass errors of an uninterrupted
+    run."""
     rng = np.random.default_rng(0)
-    x = np.sign(rng.normal(size=(600, 41)))  # an odd number of +-1 inputs: the teacher's sum is never 0
+    x = np.sign(
+        rng.normal(size=(600, 41))
+    )  # an odd number of +-1 inputs: the teacher's sum is never 0
     y = np.sign(x @ np.sign(rng.normal(size=41))).astype(int)
     net0 = E.init_ebp(jax.random.key(0), [41, 5, 1])
     args = (x[:500], y[:500], jax.random.key(1), ("ebp", "binary", 1.0))
@@ -308,7 +450,9 @@ def test_interrupted_passes_resume_to_the_uninterrupted_network(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         E.online_passes(net0, *args, evaluate=stop_in_third, checkpoint_dir=tmp_path, **kwargs)
     assert max(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == 2
-    resumed, hist2 = E.online_passes(net0, *args, evaluate=evaluate, checkpoint_dir=tmp_path, **kwargs)
+    resumed, hist2 = E.online_passes(
+        net0, *args, evaluate=evaluate, checkpoint_dir=tmp_path, **kwargs
+    )
     assert hist2 == hist and len(hist) == 4
     for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(straight)):
         np.testing.assert_array_equal(a, b)

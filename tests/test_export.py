@@ -24,30 +24,35 @@ def chapter(*cells: str) -> str:
 def repo(tmp_path: Path) -> Path:
     (tmp_path / "book").mkdir()
     (tmp_path / "lib").mkdir()
-    (tmp_path / "book" / "demo.md").write_text(chapter(
-        "#| default_exp demo",
-        """
+    (tmp_path / "book" / "demo.md").write_text(
+        chapter(
+            "#| default_exp demo",
+            """
         #| export
         import math
 
         def area(r):
             return math.pi * r * r
         """,
-        "print(area(1.0))  # not exported",
-        """
+            "print(area(1.0))  # not exported",
+            """
         #| export
         import math
 
         class Circle:
             pass
         """,
-    ))
+        )
+    )
     return tmp_path
 
 
 def run(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "export.py"), "--root", str(root), *args],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "export.py"), "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_export_writes_cells_in_order_with_markers(repo):
@@ -57,7 +62,7 @@ def test_export_writes_cells_in_order_with_markers(repo):
     assert text.count("\n# %% book/demo.md\n") == 2  # one provenance marker per exported cell
     assert text.index("def area") < text.index("class Circle")
     assert "not exported" not in text and "#| export" not in text
-    assert "__all__ = [\n    'Circle',\n    'area',\n]" in text
+    assert '__all__ = [\n    "Circle",\n    "area",\n]' in text
     namespace = {}
     exec(compile(text, "demo.py", "exec"), namespace)
     assert abs(namespace["area"](2.0) - 12.566370614359172) < 1e-12
@@ -72,7 +77,9 @@ def test_check_passes_in_sync_and_fails_when_chapter_and_lib_disagree(repo):
     assert res.returncode == 1 and "lib/demo.py differs from its chapter" in res.stderr
     run(repo)
     assert run(repo, "--check").returncode == 0
-    (repo / "lib" / "demo.py").write_text((repo / "lib" / "demo.py").read_text() + "# edited by hand\n")
+    (repo / "lib" / "demo.py").write_text(
+        (repo / "lib" / "demo.py").read_text() + "# edited by hand\n"
+    )
     assert run(repo, "--check").returncode == 1
 
 
@@ -91,13 +98,16 @@ def test_check_fails_on_missing_stale_and_untracked_files(repo):
     assert run(repo, "--check").returncode == 0
 
 
-@pytest.mark.parametrize("second, message", [
-    ("def area(r):\n    return r", "`area` is defined twice"),
-    ("area = 3", "`area` is defined twice"),
-    ("from os import path as area", "`area` is defined twice"),
-    ("import lib.demo", "imports its own module"),
-    ("from lib.demo import area as a2", "imports its own module"),
-])
+@pytest.mark.parametrize(
+    "second, message",
+    [
+        ("def area(r):\n    return r", "`area` is defined twice"),
+        ("area = 3", "`area` is defined twice"),
+        ("from os import path as area", "`area` is defined twice"),
+        ("import lib.demo", "imports its own module"),
+        ("from lib.demo import area as a2", "imports its own module"),
+    ],
+)
 def test_export_rejects_redefinitions_and_self_imports(repo, second, message):
     md = repo / "book" / "demo.md"
     md.write_text(md.read_text() + "\n```{code-cell} ipython3\n#| export\n" + second + "\n```\n")
@@ -107,7 +117,10 @@ def test_export_rejects_redefinitions_and_self_imports(repo, second, message):
 
 def test_export_rejects_a_self_import_in_any_cell(repo):
     md = repo / "book" / "demo.md"
-    md.write_text(md.read_text() + "\n```{code-cell} ipython3\nfrom lib.demo import area\nprint(area(2))\n```\n")
+    md.write_text(
+        md.read_text()
+        + "\n```{code-cell} ipython3\nfrom lib.demo import area\nprint(area(2))\n```\n"
+    )
     res = run(repo)
     assert res.returncode == 2 and "imports its own module" in res.stderr
 

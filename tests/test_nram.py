@@ -1,6 +1,7 @@
 """Tests of lib.nram: gates against their integer definitions, the machines against each other and a
-hand-written program, the loss against a direct computation, gradients against finite differences, and
-each task generator against a plain-Python solver of the task as Appendix A states it."""
+hand-written program, the loss against a direct computation, gradients against finite differences,
+and each task generator against a plain-Python solver of the task as Appendix A states it."""
+
 import dataclasses
 import itertools
 
@@ -19,10 +20,23 @@ GATES = [m for m in N.MODULES if m not in ("READ", "WRITE")]
 def test_gate_on_one_hot_inputs_is_the_integer_function(name):
     M = 7
     for a, b in itertools.product(range(M), repeat=2):
-        out = np.asarray(N.module_dist(name, jax.nn.one_hot(a, M), jax.nn.one_hot(b, M), jnp.zeros(M)))
-        expected = {"ZERO": 0, "ONE": 1, "TWO": 2, "INC": (a + 1) % M, "DEC": (a - 1) % M, "ADD": (a + b) % M,
-                    "SUB": (a - b) % M, "LESSTHAN": int(a < b), "LESSOREQUALTHAN": int(a <= b),
-                    "EQUALITYTEST": int(a == b), "MIN": min(a, b), "MAX": max(a, b)}[name]
+        out = np.asarray(
+            N.module_dist(name, jax.nn.one_hot(a, M), jax.nn.one_hot(b, M), jnp.zeros(M))
+        )
+        expected = {
+            "ZERO": 0,
+            "ONE": 1,
+            "TWO": 2,
+            "INC": (a + 1) % M,
+            "DEC": (a - 1) % M,
+            "ADD": (a + b) % M,
+            "SUB": (a - b) % M,
+            "LESSTHAN": int(a < b),
+            "LESSOREQUALTHAN": int(a <= b),
+            "EQUALITYTEST": int(a == b),
+            "MIN": min(a, b),
+            "MAX": max(a, b),
+        }[name]
         np.testing.assert_allclose(out, np.eye(M)[expected], atol=1e-6, err_msg=f"{name}({a}, {b})")
         assert int(N.module_int(name, a, b, M)) == expected
 
@@ -61,11 +75,15 @@ def test_read_and_write_are_the_integer_machine_averaged_over_address_and_value(
 
 
 def test_clip_gradient_and_renormalise_backward():
-    g = jax.grad(lambda x: jnp.sum(N.clip_gradient(x, 2.0) * jnp.array([1.0, -5.0, 3.0])))(jnp.ones(3))
+    g = jax.grad(lambda x: jnp.sum(N.clip_gradient(x, 2.0) * jnp.array([1.0, -5.0, 3.0])))(
+        jnp.ones(3)
+    )
     np.testing.assert_allclose(g, [1.0, -2.0, 2.0])
     x = jnp.array([0.2, 0.3, -1e-9])
     np.testing.assert_allclose(N.renormalise(x), [0.4, 0.6, 0.0], atol=1e-7)
-    np.testing.assert_allclose(jax.grad(lambda x: jnp.sum(N.renormalise(x) * jnp.arange(3.0)))(x), [0.0, 1.0, 2.0])
+    np.testing.assert_allclose(
+        jax.grad(lambda x: jnp.sum(N.renormalise(x) * jnp.arange(3.0)))(x), [0.0, 1.0, 2.0]
+    )
 
 
 def test_finish_probabilities_and_loss_against_a_direct_computation():
@@ -81,11 +99,18 @@ def test_finish_probabilities_and_loss_against_a_direct_computation():
     np.testing.assert_allclose(p.sum(0), 1, rtol=1e-6)
     log_target = np.log(rng.uniform(0.01, 1, size=(T, B, M)))
     mask = rng.random((B, M)) < 0.4
-    run = N.Run(jnp.asarray(log_target), jnp.zeros((T, B, M), jnp.int32), jnp.asarray(x), jnp.zeros((T, B)))
-    direct = [-sum(p[t, b] * log_target[t, b, i] for t in range(T) for i in range(M) if mask[b, i]) for b in range(B)]
+    run = N.Run(
+        jnp.asarray(log_target), jnp.zeros((T, B, M), jnp.int32), jnp.asarray(x), jnp.zeros((T, B))
+    )
+    direct = [
+        -sum(p[t, b] * log_target[t, b, i] for t in range(T) for i in range(M) if mask[b, i])
+        for b in range(B)
+    ]
     np.testing.assert_allclose(N.nram_loss(run, jnp.asarray(mask)), direct, rtol=1e-5)
-    np.testing.assert_array_equal(N.finish_step(jnp.asarray([[-1.0, 2.0, -1.0], [3.0, -1.0, -1.0], [1.0, -2.0, -1.0]])),
-                                  [1, 0, 2])  # the first f_t > 1/2, else the last step
+    np.testing.assert_array_equal(
+        N.finish_step(jnp.asarray([[-1.0, 2.0, -1.0], [3.0, -1.0, -1.0], [1.0, -2.0, -1.0]])),
+        [1, 0, 2],
+    )  # the first f_t > 1/2, else the last step
 
 
 SPEC = N.NRAMSpec(registers=4)
@@ -118,13 +143,16 @@ def test_fuzzy_machine_runs_the_hand_written_program_like_the_discrete_one():
 
 @pytest.mark.parametrize("kind", ["mlp", "lstm"])
 def test_hard_fuzzy_machine_equals_discrete_machine_for_a_random_controller(kind):
-    """With argmax choices, the fuzzy machine holds one-hot values and must do what the integer machine does."""
+    """With argmax choices, the fuzzy machine holds one-hot values and must do what the integer
+    machine does."""
     spec = N.NRAMSpec(N.MODULES * 2, registers=3)
     config = N.TrainConfig(registers=3, repeats=2, controller=kind, hidden=16)
     controller = N.make_controller(config, nnx.Rngs(5))
     batch = N.make_batch("swap", [3, 4, 5, 6, 7, 8], 12, np.random.default_rng(5))
     memory = jnp.asarray(batch.memory)
-    run = N.run_fuzzy(spec, controller, memory, memory, 7, carry=controller.initial_carry(6), hard=True)
+    run = N.run_fuzzy(
+        spec, controller, memory, memory, 7, carry=controller.initial_carry(6), hard=True
+    )
 
     def policy(bits, carry):
         logits, carry = controller(bits[None], jax.tree.map(lambda c: c[None], carry))
@@ -134,7 +162,9 @@ def test_hard_fuzzy_machine_equals_discrete_machine_for_a_random_controller(kind
     out, steps = jax.vmap(lambda m: N.run_discrete(spec, policy, m, 7, carry0))(memory)
     np.testing.assert_array_equal(N.run_output(run), out)
     np.testing.assert_array_equal(N.finish_step(run.finish_logits) + 1, steps)
-    assert not np.array_equal(np.asarray(out), batch.memory)  # the random circuit did write something
+    assert not np.array_equal(
+        np.asarray(out), batch.memory
+    )  # the random circuit did write something
 
 
 @pytest.mark.slow
@@ -148,16 +178,21 @@ def test_gradient_of_the_loss_matches_finite_differences():
         memory, target, mask = (jnp.asarray(x) for x in batch)
 
         def loss(params):
-            run = N.run_fuzzy(spec, nnx.merge(graphdef, params), memory, target, 4, clip=1e9, dtype=jnp.float64)
+            run = N.run_fuzzy(
+                spec, nnx.merge(graphdef, params), memory, target, 4, clip=1e9, dtype=jnp.float64
+            )
             return jnp.mean(N.nram_loss(run, mask)) - 0.01 * jnp.mean(jnp.sum(run.entropy, 0))
 
         grad = jax.grad(loss)(params)
         rng = np.random.default_rng(7)
         direction = jax.tree.map(lambda x: jnp.asarray(rng.normal(size=x.shape)), params)
         h = 1e-5
-        shifted = lambda s: loss(jax.tree.map(lambda p, d: p + s * h * d, params, direction))  # noqa: E731
+        # noqa: E731
+        shifted = lambda s: loss(jax.tree.map(lambda p, d: p + s * h * d, params, direction))
         fd = (shifted(1) - shifted(-1)) / (2 * h)
-        analytic = sum(jnp.sum(g * d) for g, d in zip(jax.tree.leaves(grad), jax.tree.leaves(direction)))
+        analytic = sum(
+            jnp.sum(g * d) for g, d in zip(jax.tree.leaves(grad), jax.tree.leaves(direction))
+        )
         np.testing.assert_allclose(float(analytic), float(fd), rtol=1e-5)
 
 
@@ -192,12 +227,14 @@ def _solve(task, memory):
             node = m[node]
         return {2: node}
     if task == "merge":
+
         def array(start):
             out = []
             while m[start] != M - 1:
                 out.append(m[start])
                 start += 1
             return out
+
         A, B, merged = array(m[0]), array(m[1]), []
         while A or B:
             merged.append((A if A and (not B or A[0] <= B[0]) else B).pop(0))
@@ -215,7 +252,11 @@ def _is_bst(memory, node, low, high):
     if node == 0:
         return True
     v = memory[node]
-    return low < v < high and _is_bst(memory, memory[node + 1], low, v) and _is_bst(memory, memory[node + 2], v, high)
+    return (
+        low < v < high
+        and _is_bst(memory, memory[node + 1], low, v)
+        and _is_bst(memory, memory[node + 2], v, high)
+    )
 
 
 @pytest.mark.parametrize("task", sorted(N.TASKS))
@@ -246,7 +287,9 @@ def test_curriculum_sampling_follows_appendix_b():
     d = cur.sample(np.random.default_rng(9), 200_000)
     # P(d = D + e) = 0.65 * 2^-(e+1) + the uniform draws that land there
     for e in range(3):
-        uniform = 0.25 * sum(0.5 ** (k + 1) / (3 + k) for k in range(e, 7)) + 0.25 * 0.5 ** 7 / 10 * (3 + e <= 10)
+        uniform = 0.25 * sum(0.5 ** (k + 1) / (3 + k) for k in range(e, 7)) + 0.25 * 0.5**7 / 10 * (
+            3 + e <= 10
+        )
         expected = 0.65 * 0.5 ** (e + 1) + uniform + 0.1 / 10
         assert abs((d == 3 + e).mean() - expected) < 0.006, e
     assert not cur.update(100, 0.05)  # min_gap not reached
@@ -260,7 +303,13 @@ def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="task must be one of"):
         N.make_batch("sort", [1], 20, np.random.default_rng(0))
     with pytest.raises(ValueError, match="timesteps must be an integer >= 1"):
-        N.run_fuzzy(SPEC, N.copy_program(SPEC), jnp.zeros((1, 8), jnp.int32), jnp.zeros((1, 8), jnp.int32), 0)
+        N.run_fuzzy(
+            SPEC,
+            N.copy_program(SPEC),
+            jnp.zeros((1, 8), jnp.int32),
+            jnp.zeros((1, 8), jnp.int32),
+            0,
+        )
     with pytest.raises(ValueError, match="modules must be names"):
         N.NRAMSpec(("READ", "JUMP"))
     with pytest.raises(ValueError, match="can only use the registers and earlier modules"):
@@ -275,10 +324,14 @@ def test_circular_add_and_sub_backward_equals_autodiff_of_the_direct_sum(name):
     rng = np.random.default_rng(10)
     M = 7
     a, b, w = (jnp.asarray(x) for x in rng.normal(size=(3, 4, M)))
-    shift = np.array([[(c - x) % M if name == "ADD" else (x - c) % M for x in range(M)] for c in range(M)])
+    shift = np.array(
+        [[(c - x) % M if name == "ADD" else (x - c) % M for x in range(M)] for c in range(M)]
+    )
 
     def direct(a, b):
-        return jnp.stack([sum(a[..., x] * b[..., shift[c, x]] for x in range(M)) for c in range(M)], -1)
+        return jnp.stack(
+            [sum(a[..., x] * b[..., shift[c, x]] for x in range(M)) for c in range(M)], -1
+        )
 
     fast = N.circular_add if name == "ADD" else N.circular_sub
     np.testing.assert_allclose(fast(a, b), direct(a, b), atol=1e-5)
@@ -294,8 +347,10 @@ def test_trace_of_the_hand_written_program_reads_and_writes_where_it_should():
     rows = N.trace(SPEC, N.copy_program(SPEC), ex.memory[0], 10)
     assert len(rows) == n + 2 and rows[-1]["finish"] and not any(r["finish"] for r in rows[:-1])
     assert [r["read"] for r in rows] == list(range(n + 2))
-    A = ex.memory[0, 1:n + 1]
-    assert [r["write"] for r in rows[1:n + 1]] == [(n + i, int(A[i - 1])) for i in range(1, n + 1)]
+    A = ex.memory[0, 1 : n + 1]
+    assert [r["write"] for r in rows[1 : n + 1]] == [
+        (n + i, int(A[i - 1])) for i in range(1, n + 1)
+    ]
     text = N.format_trace(rows)
     assert text.count("\n") == n + 1 and text.splitlines()[-1].endswith("finish")
     # the circuit of a main step: READ(r3), ADD(r3, r2), WRITE(ADD, READ), INC(r3)
@@ -308,7 +363,8 @@ def test_trace_of_the_hand_written_program_reads_and_writes_where_it_should():
 
 @pytest.mark.slow
 def test_training_stops_with_the_first_non_finite_step(monkeypatch):
-    """An optimizer whose first update is NaN (a NaN learning rate is refused by TrainConfig itself)."""
+    """An optimizer whose first update is NaN (a NaN learning rate is refused by TrainConfig
+    itself)."""
     import optax
 
     from lib.toolkit import NonFiniteError
@@ -327,24 +383,40 @@ def test_training_stops_with_the_first_non_finite_step(monkeypatch):
 @pytest.mark.slow
 def test_keep_best_returns_the_controller_of_the_best_chunk():
     """The selected controller is the one a run stopped at the selected step ends with (training is
-    deterministic), and the selected step is the best chunk by (level, -error), the latest on ties."""
-    config = N.TrainConfig(task="access", memory_size=8, timesteps=3, max_difficulty=2, steps=190, chunk=10,
-                           min_gap=20, hidden=16, learning_rate=0.05)
+    deterministic), and the selected step is the best chunk by (level, -error), the latest on
+    ties."""
+    config = N.TrainConfig(
+        task="access",
+        memory_size=8,
+        timesteps=3,
+        max_difficulty=2,
+        steps=190,
+        chunk=10,
+        min_gap=20,
+        hidden=16,
+        learning_rate=0.05,
+    )
     result = N.train_nram(config, progress=False)
     h = result.history
     assert result.selected_step < config.steps  # this run's last chunk is not its best
     keys = [(lv, -e) for lv, e in zip(h["level"], h["error_level"])]
     best = max(range(len(keys)), key=lambda i: (keys[i], i))
     assert result.selected_step == h["step"][best]
-    shorter = N.train_nram(dataclasses.replace(config, steps=result.selected_step, keep_best=False), progress=False)
+    shorter = N.train_nram(
+        dataclasses.replace(config, steps=result.selected_step, keep_best=False), progress=False
+    )
     assert shorter.selected_step == result.selected_step
-    chosen, stopped = (nnx.state(c, nnx.Param) for c in (result.controller, shorter.final_controller))
+    chosen, stopped = (
+        nnx.state(c, nnx.Param) for c in (result.controller, shorter.final_controller)
+    )
     for x, y in zip(jax.tree.leaves(chosen), jax.tree.leaves(stopped)):
         np.testing.assert_array_equal(x, y)
     last = N.train_nram(dataclasses.replace(config, keep_best=False), progress=False)
     assert last.selected_step == config.steps
-    for x, y in zip(jax.tree.leaves(nnx.state(last.controller, nnx.Param)),
-                    jax.tree.leaves(nnx.state(result.final_controller, nnx.Param))):
+    for x, y in zip(
+        jax.tree.leaves(nnx.state(last.controller, nnx.Param)),
+        jax.tree.leaves(nnx.state(result.final_controller, nnx.Param)),
+    ):
         np.testing.assert_array_equal(x, y)
 
 
@@ -353,12 +425,19 @@ def test_a_controller_saved_as_text_loads_back_identical(kind):
     config = N.TrainConfig(controller=kind, hidden=8)
     controller = N.make_controller(config, nnx.Rngs(3))
     loaded = N.load_controller(config, N.controller_text(controller))
-    for x, y in zip(jax.tree.leaves(nnx.state(controller, nnx.Param)), jax.tree.leaves(nnx.state(loaded, nnx.Param))):
+    for x, y in zip(
+        jax.tree.leaves(nnx.state(controller, nnx.Param)),
+        jax.tree.leaves(nnx.state(loaded, nnx.Param)),
+    ):
         np.testing.assert_array_equal(x, y)
     bits = jnp.asarray(np.random.default_rng(0).integers(0, 2, (2, config.registers)), jnp.float32)
-    np.testing.assert_array_equal(controller(bits, controller.initial_carry(2))[0], loaded(bits, loaded.initial_carry(2))[0])
+    np.testing.assert_array_equal(
+        controller(bits, controller.initial_carry(2))[0], loaded(bits, loaded.initial_carry(2))[0]
+    )
     fresh = N.make_controller(config, nnx.Rngs(4))  # a different initialisation really differs
-    assert not np.array_equal(fresh(bits, fresh.initial_carry(2))[0], controller(bits, controller.initial_carry(2))[0])
+    assert not np.array_equal(
+        fresh(bits, fresh.initial_carry(2))[0], controller(bits, controller.initial_carry(2))[0]
+    )
     with pytest.raises(ValueError, match="saved parameters have shapes"):
         N.load_controller(dataclasses.replace(config, hidden=9), N.controller_text(controller))
 
@@ -371,33 +450,60 @@ def test_evaluate_scores_the_hand_written_program_perfect_and_too_few_steps_wron
     for n, mixed in ((3, False), (5, False), (12, False), (12, True)):
         e = N.evaluate(program, config, n, examples=40, seed=n, mixed=mixed)
         assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1, e
-        assert e["mixed"] is mixed and (e["memory_size"], e["timesteps"]) == N.scaled_size(config, n)
+        assert e["mixed"] is mixed and (e["memory_size"], e["timesteps"]) == N.scaled_size(
+            config, n
+        )
     # with 4 timesteps the program sets up, then copies one cell per step: 3 cells of 5, 2/5 wrong
     short = N.evaluate(program, dataclasses.replace(config, timesteps=4), 5, examples=20)
-    assert short["error"] == pytest.approx(2 / 5) and short["error_discrete"] == pytest.approx(2 / 5)
+    assert short["error"] == pytest.approx(2 / 5) and short["error_discrete"] == pytest.approx(
+        2 / 5
+    )
 
 
 @pytest.mark.slow
 def test_nram_hard_experiment_end_to_end():
-    rows = N.run_nram_hard({"tasks": ["permutation"], "seeds": [0], "settings": [{"hidden": 16}], "steps": 50,
-                            "figure3": [8], "test_examples": 20})
+    rows = N.run_nram_hard(
+        {
+            "tasks": ["permutation"],
+            "seeds": [0],
+            "settings": [{"hidden": 16}],
+            "steps": 50,
+            "figure3": [8],
+            "test_examples": 20,
+        }
+    )
     (row,) = rows
     assert row["task"] == "permutation" and row["setting"] == {"hidden": 16}
     config = N.TrainConfig(**row["train_config"])
     assert config.hidden == 16 and config.steps == 50
-    assert 0 <= row["train_error"] <= 1 and [p["n"] for p in row["figure3"]] == [8] and row["figure3"][0]["mixed"]
+    assert (
+        0 <= row["train_error"] <= 1
+        and [p["n"] for p in row["figure3"]] == [8]
+        and row["figure3"][0]["mixed"]
+    )
     assert row["figure3"][0]["memory_size"] >= N.TASKS["permutation"].min_memory(8)
-    controller = N.load_controller(config, row["controller"])  # the stored controller is the evaluated one
+    controller = N.load_controller(
+        config, row["controller"]
+    )  # the stored controller is the evaluated one
     again = N.evaluate(controller, config, config.max_difficulty, examples=1000, seed=1, mixed=True)
     assert again["error"] == row["train_error"]
 
 
 @pytest.mark.slow
 def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
-    """Checkpoints every 60 steps, interrupted at step 150: resumed from step 120, the same controllers,
-    curriculum and history as a run that was never interrupted."""
-    config = N.TrainConfig(task="access", memory_size=8, timesteps=3, max_difficulty=2, steps=190, chunk=10,
-                           min_gap=20, hidden=16, learning_rate=0.05)
+    """Checkpoints every 60 steps, interrupted at step 150: resumed from step 120, the same
+    controllers, curriculum and history as a run that was never interrupted."""
+    config = N.TrainConfig(
+        task="access",
+        memory_size=8,
+        timesteps=3,
+        max_difficulty=2,
+        steps=190,
+        chunk=10,
+        min_gap=20,
+        hidden=16,
+        learning_rate=0.05,
+    )
     straight = N.train_nram(config, progress=False)
 
     def interrupt(row):
@@ -405,13 +511,18 @@ def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        N.train_nram(config, progress=False, log=interrupt, checkpoint_dir=tmp_path, checkpoint_every=60)
+        N.train_nram(
+            config, progress=False, log=interrupt, checkpoint_dir=tmp_path, checkpoint_every=60
+        )
     assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == [60, 120]
     resumed = N.train_nram(config, progress=False, checkpoint_dir=tmp_path, checkpoint_every=60)
     assert resumed.level == straight.level and resumed.selected_step == straight.selected_step
     for name in straight.history:
         np.testing.assert_array_equal(resumed.history[name], straight.history[name], err_msg=name)
-    for a, b in ((resumed.controller, straight.controller), (resumed.final_controller, straight.final_controller)):
+    for a, b in (
+        (resumed.controller, straight.controller),
+        (resumed.final_controller, straight.final_controller),
+    ):
         assert N.controller_text(a) == N.controller_text(b)
 
 
@@ -427,29 +538,51 @@ def test_draw_settings_is_reproducible_and_rejects_bad_spaces():
 
 @pytest.mark.slow
 def test_nram_search_experiment_end_to_end():
-    rows = N.run_nram_search({"task": "access", "count": 2, "search_seed": 1, "steps": 50,
-                              "space": {"hidden": [8, 16]}, "examples": 20})
+    rows = N.run_nram_search(
+        {
+            "task": "access",
+            "count": 2,
+            "search_seed": 1,
+            "steps": 50,
+            "space": {"hidden": [8, 16]},
+            "examples": 20,
+        }
+    )
     assert [r["setting"] for r in rows] == N.draw_settings({"hidden": [8, 16]}, 2, 1)
     for i, r in enumerate(rows):
         assert r["seed"] == i and r["max_level"] == N.NRAM_CONFIGS["access"].max_difficulty
-        assert 1 <= r["final_level"] <= r["max_level"] and 0 <= r["error"] <= 1 and 0 <= r["discrete_error"] <= 1
+        assert (
+            1 <= r["final_level"] <= r["max_level"]
+            and 0 <= r["error"] <= 1
+            and 0 <= r["discrete_error"] <= 1
+        )
         assert r["history"]["step"] == [50]
         # the stored controller is the evaluated one: the same error on the same examples
         config = N.TrainConfig(**r["train_config"])
-        again = N.evaluate(N.load_controller(config, r["controller"]), config, config.max_difficulty, examples=20,
-                           seed=i + 1)
+        again = N.evaluate(
+            N.load_controller(config, r["controller"]),
+            config,
+            config.max_difficulty,
+            examples=20,
+            seed=i + 1,
+        )
         assert again["error"] == r["error"] and config.hidden == r["setting"]["hidden"]
 
 
 @pytest.mark.slow
 def test_hand_written_swap_program_solves_swap_on_both_machines():
-    """An independent check of the Swap layout (Appendix A): a program written from the task's description."""
+    """An independent check of the Swap layout (Appendix A): a program written from the task's
+    description."""
     for registers in (4, 6):
         config = dataclasses.replace(N.NRAM_CONFIGS["swap"], registers=registers)
         program = N.PolicyController(N.swap_program(config.spec()))
         for n in (1, 3, 20):
             e = N.evaluate(program, config, n, examples=50, seed=n)
-            assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1, (registers, n, e)
+            assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1, (
+                registers,
+                n,
+                e,
+            )
     # with 4 timesteps cell p, written in the fifth, is right only where A[p] happened to equal A[q]
     short = dataclasses.replace(N.NRAM_CONFIGS["swap"], timesteps=4)
     e = N.evaluate(N.PolicyController(N.swap_program(short.spec())), short, 5, examples=50)
@@ -458,8 +591,12 @@ def test_hand_written_swap_program_solves_swap_on_both_machines():
 
 def test_time_machines_times_both_machines_and_rejects_bad_budgets():
     spec = N.NRAMSpec(registers=4)
-    rows = N.time_machines(spec, N.copy_program(spec), (20, 60), timesteps=10, min_seconds=0.0, min_repeats=2)
+    rows = N.time_machines(
+        spec, N.copy_program(spec), (20, 60), timesteps=10, min_seconds=0.0, min_repeats=2
+    )
     assert [r["M"] for r in rows] == [20, 60]
-    assert all(0 < r["discrete_seconds_per_step"] < 1 and 0 < r["fuzzy_seconds_per_step"] < 1 for r in rows)
+    assert all(
+        0 < r["discrete_seconds_per_step"] < 1 and 0 < r["fuzzy_seconds_per_step"] < 1 for r in rows
+    )
     with pytest.raises(ValueError, match="min_repeats"):
         N.time_machines(spec, N.copy_program(spec), (20,), min_repeats=0)

@@ -1,4 +1,5 @@
-"""Packaging: pyproject.toml and environment.yml list the same requirements; Python and lib layout."""
+"""Packaging: pyproject.toml and environment.yml list the same requirements; Python and lib
+layout."""
 
 import re
 import sys
@@ -37,6 +38,9 @@ def test_python_version_and_jax_floor():
     assert "jax>=0.11" in project["optional-dependencies"]["dev"]
     # the library itself keeps a looser floor, so that Colab's GPU build of jax is kept
     assert any(r.startswith("jax>=") and r != "jax>=0.11" for r in project["dependencies"])
+    # the floor of flax (0.11.0) needs Python 3.11: a looser requires-python fails at install
+    assert "flax>=0.11.0" in project["dependencies"]
+    assert project["requires-python"] == ">=3.11"
 
 
 def test_jupyter_book_is_pinned_below_2():
@@ -68,8 +72,11 @@ def test_floor_constraints_are_the_declared_lower_bounds():
         m = re.match(r"^([A-Za-z0-9_.\-]+)>=([0-9.]+)$", req)
         if m:
             declared[m.group(1)] = m.group(2)
-    pins = dict(line.split("==") for line in (ROOT / "tests" / "floor-constraints.txt").read_text().split("\n")
-                if line and not line.startswith("#"))
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "tests" / "floor-constraints.txt").read_text().split("\n")
+        if line and not line.startswith("#")
+    )
     for name in ("jax", "flax", "orbax-checkpoint", "threadpoolctl"):
         assert pins[name] == declared[name], name
     assert pins["jaxlib"] == pins["jax"]

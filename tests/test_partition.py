@@ -1,4 +1,6 @@
-"""Tests of lib.partition against independent oracles (enumeration, dense Gaussian algebra, Monte Carlo)."""
+"""Tests of lib.partition against independent oracles (enumeration, dense Gaussian algebra, Monte
+Carlo)."""
+
 import itertools
 import math
 
@@ -24,8 +26,8 @@ def all_states(n):
 
 
 def brute_force(rbm, beta):
-    """log Z, free energies and p(v) by summing exp(-E) over both layers, in float64, with the energy
-    written out from the definition (tempered: beta scales W and c, not b)."""
+    """log Z, free energies and p(v) by summing exp(-E) over both layers, in float64, with the
+    energy written out from the definition (tempered: beta scales W and c, not b)."""
     W, b, c = (np.asarray(x, np.float64) for x in (rbm.W[...], rbm.b[...], rbm.c[...]))
     V, H = all_states(W.shape[0]), all_states(W.shape[1])
     neg_e = beta * (V @ W @ H.T + (H @ c)[None, :]) + (V @ b)[:, None]
@@ -40,13 +42,15 @@ def test_exact_log_z_and_free_energy_against_both_layers_enumerated(beta):
     rbm = tiny_rbm(7, 5)
     log_z, free, V, _, _ = brute_force(rbm, beta)
     assert abs(P.exact_log_z(rbm, beta, low_bits=3) - log_z) < 1e-4
-    np.testing.assert_allclose(np.asarray(rbm.free_energy(jnp.asarray(V, jnp.float32), beta)), free, atol=2e-5)
+    np.testing.assert_allclose(
+        np.asarray(rbm.free_energy(jnp.asarray(V, jnp.float32), beta)), free, atol=2e-5
+    )
     if beta == 0.0:
         assert abs(float(rbm.log_z_base()) - log_z) < 1e-4
 
 
 def test_exact_log_z_enumerates_the_smaller_layer_and_refuses_huge_ones():
-    rbm = tiny_rbm(4, 9)                                    # visible layer enumerated
+    rbm = tiny_rbm(4, 9)  # visible layer enumerated
     log_z, *_ = brute_force(rbm, 1.0)
     assert abs(P.exact_log_z(rbm, low_bits=2) - log_z) < 1e-4
     big = P.RBM(40, 35, rngs=nnx.Rngs(0))
@@ -90,13 +94,15 @@ def test_parallel_tempering_leaves_the_product_distribution_invariant():
     for i, p in enumerate(probs):
         counts = np.bincount(codes[i].astype(int), minlength=16)
         chi2 = np.sum((counts - n * p) ** 2 / (n * p))
-        assert chi2 < 45.0, (i, chi2)                       # 15 dof: p < 1e-4 under the null
+        assert chi2 < 45.0, (i, chi2)  # 15 dof: p < 1e-4 under the null
 
 
 def test_importance_and_bridge_estimates_are_consistent_and_shrink_with_n():
     rbm_a = tiny_rbm(6, 4, seed=1)
     rbm_b = tiny_rbm(6, 4, seed=1)
-    rbm_b.W[...] = rbm_b.W[...] + 0.1 * jax.random.normal(jax.random.key(9), rbm_b.W.shape, jnp.float32)
+    rbm_b.W[...] = rbm_b.W[...] + 0.1 * jax.random.normal(
+        jax.random.key(9), rbm_b.W.shape, jnp.float32
+    )
     za, fa, V, _, _ = brute_force(rbm_a, 1.0)
     zb, fb, _, _, _ = brute_force(rbm_b, 1.0)
     pa = np.exp(-fa - za)
@@ -110,7 +116,10 @@ def test_importance_and_bridge_estimates_are_consistent_and_shrink_with_n():
             est.append(float(P.log_mean_exp(lw)[0]))
         errors[n] = np.asarray(est) - (zb - za)
     # the mean of the weights is unbiased: exp of the estimate averages to the ratio
-    assert abs(np.mean(np.exp(errors[2000])) - 1) < 3 * np.std(np.exp(errors[2000])) / math.sqrt(300) + 1e-3
+    assert (
+        abs(np.mean(np.exp(errors[2000])) - 1)
+        < 3 * np.std(np.exp(errors[2000])) / math.sqrt(300) + 1e-3
+    )
     assert np.std(errors[2000]) < 0.2 * np.std(errors[20])
     # bridge between two temperatures of one model
     z1, f1, *_ = brute_force(rbm_a, 1.0)
@@ -169,13 +178,24 @@ def test_kalman_filter_equals_dense_conditioning(sigma_z):
     rng = np.random.default_rng(0)
     mu0 = rng.normal(size=m)
     p0 = np.diag(rng.uniform(0.5, 2.0, size=m))
-    q_diag = np.array([sigma_z ** 2] * (m - 1) + [0.01])
-    obs = [(rng.normal(size=m - 1), rng.uniform(0.01, 0.2, m - 1), rng.normal(size=m - 1),
-            rng.uniform(0.01, 0.2, m - 1), float(rng.normal())) for _ in range(t_max)]
+    q_diag = np.array([sigma_z**2] * (m - 1) + [0.01])
+    obs = [
+        (
+            rng.normal(size=m - 1),
+            rng.uniform(0.01, 0.2, m - 1),
+            rng.normal(size=m - 1),
+            rng.uniform(0.01, 0.2, m - 1),
+            float(rng.normal()),
+        )
+        for _ in range(t_max)
+    ]
     tr = P.Tracker(jnp.asarray(mu0, jnp.float32), jnp.asarray(p0, jnp.float32))
     for o_dt, v_dt, o_db, v_db, z in obs:
-        tr = P.kalman_update(tr, *(jnp.asarray(x, jnp.float32) for x in (o_dt, v_dt, o_db, v_db, z)),
-                             jnp.asarray(q_diag, jnp.float32))
+        tr = P.kalman_update(
+            tr,
+            *(jnp.asarray(x, jnp.float32) for x in (o_dt, v_dt, o_db, v_db, z)),
+            jnp.asarray(q_diag, jnp.float32),
+        )
     q_dense = np.diag(np.minimum(q_diag, 1e8))
     mean, cov = dense_filter(mu0, p0, q_dense, obs, m)
     np.testing.assert_allclose(np.asarray(tr.mean), mean, atol=2e-4 if sigma_z < 1 else 2e-3)
@@ -183,11 +203,12 @@ def test_kalman_filter_equals_dense_conditioning(sigma_z):
 
 
 def test_kalman_filter_in_float32_follows_a_float64_covariance_filter_over_a_long_run():
-    """At training's scale (log Z in the hundreds, importance variances ~1e-5, 20,000 steps) the float32
-    filter must not drift from a float64 filter written in covariance form (Kalman gains, no precisions)."""
+    """At training's scale (log Z in the hundreds, importance variances ~1e-5, 20,000 steps) the
+    float32 filter must not drift from a float64 filter written in covariance form (Kalman gains, no
+    precisions)."""
     m, steps = 6, 20000
     rng = np.random.default_rng(1)
-    zeta = np.linspace(250.0, 0.0, m)          # zeta_1..zeta_M, constant; zeta_M = 0 is the known one
+    zeta = np.linspace(250.0, 0.0, m)  # zeta_1..zeta_M, constant; zeta_M = 0 is the known one
     v_dt, v_db = np.full(m - 1, 1e-5), np.full(m - 1, 0.5)
     o_dt = rng.normal(size=(steps, m - 1)) * np.sqrt(v_dt)
     o_db = np.diff(zeta)[None] + rng.normal(size=(steps, m - 1)) * np.sqrt(v_db)
@@ -195,18 +216,28 @@ def test_kalman_filter_in_float32_follows_a_float64_covariance_filter_over_a_lon
     mu0, p0 = np.r_[zeta[:-1] + 0.5, 0.0], np.diag(np.r_[np.full(m - 1, 1.0), 1e-2])
 
     def step32(tr, o):
-        tr = P.kalman_update(tr, o[0], jnp.asarray(v_dt, jnp.float32), o[1], jnp.asarray(v_db, jnp.float32),
-                             jnp.float32(0.0), jnp.asarray(q, jnp.float32))
+        tr = P.kalman_update(
+            tr,
+            o[0],
+            jnp.asarray(v_dt, jnp.float32),
+            o[1],
+            jnp.asarray(v_db, jnp.float32),
+            jnp.float32(0.0),
+            jnp.asarray(q, jnp.float32),
+        )
         return tr, tr.mean[0]
 
     tr0 = P.Tracker(jnp.asarray(mu0, jnp.float32), jnp.asarray(p0, jnp.float32))
-    _, path32 = jax.jit(lambda t: jax.lax.scan(step32, t, (jnp.asarray(o_dt, jnp.float32),
-                                                           jnp.asarray(o_db, jnp.float32))))(tr0)
+    _, path32 = jax.jit(
+        lambda t: jax.lax.scan(
+            step32, t, (jnp.asarray(o_dt, jnp.float32), jnp.asarray(o_db, jnp.float32))
+        )
+    )(tr0)
     c_cur, c_prev, h = (np.asarray(x, np.float64) for x in P.observation_matrices(m))
     qf = np.diag(np.minimum(q, 1e6))
     mean, cov, path64 = mu0.copy(), p0.copy(), []
     for t in range(steps):
-        jm, jc = np.r_[mean, mean], np.block([[cov, cov], [cov, cov + qf]])   # (x_{t-1}, x_t)
+        jm, jc = np.r_[mean, mean], np.block([[cov, cov], [cov, cov + qf]])  # (x_{t-1}, x_t)
         a = np.hstack([c_prev, c_cur])
         gain = jc @ a.T @ np.linalg.inv(a @ jc @ a.T + np.diag(v_dt))
         jm, jc = jm + gain @ (o_dt[t] - a @ jm), jc - gain @ a @ jc
@@ -215,15 +246,20 @@ def test_kalman_filter_in_float32_follows_a_float64_covariance_filter_over_a_lon
         mean, cov = mean + gain @ (o_db[t] - h @ mean), cov - gain @ h @ cov
         path64.append(mean[0])
     path32, path64 = np.asarray(path32), np.asarray(path64)
-    assert np.abs(path64 - zeta[0]).max() < 1.0           # the float64 filter itself tracks the truth
+    assert np.abs(path64 - zeta[0]).max() < 1.0  # the float64 filter itself tracks the truth
     np.testing.assert_allclose(path32, path64, atol=0.02)
 
 
 def test_ais_agrees_with_exact_log_z():
     rbm = tiny_rbm(8, 5, seed=2)
     exact = P.exact_log_z(rbm)
-    res = P.ais_log_z(rbm, jax.random.key(0), base_bias=jnp.zeros(8), betas=P.ais_betas((200, 1000, 1000)),
-                      n_runs=400)
+    res = P.ais_log_z(
+        rbm,
+        jax.random.key(0),
+        base_bias=jnp.zeros(8),
+        betas=P.ais_betas((200, 1000, 1000)),
+        n_runs=400,
+    )
     assert res.lower <= exact <= res.upper
     assert abs(res.log_z - exact) < 0.05
 
@@ -245,9 +281,19 @@ def test_tracker_follows_exact_log_z_while_training_a_small_rbm(adapt):
     x = (protos[rng.integers(0, 4, 512)] ^ (rng.random((512, 16)) < 0.05)).astype(np.uint8)
     rbm = P.RBM(16, 12, rngs=nnx.Rngs(0), visible_bias=P.log_odds_of_mean(x))
     z0 = P.exact_log_z(rbm)
-    res = P.train_sml_pt(rbm, x, jax.random.key(0), steps=3000, lr=0.02, alpha=1e3, eval_every=500,
-                         betas=P.linear_betas(6), n_chains=20, adapt=adapt,
-                         evaluate=lambda model, state, t: {"exact": P.exact_log_z(model)})
+    res = P.train_sml_pt(
+        rbm,
+        x,
+        jax.random.key(0),
+        steps=3000,
+        lr=0.02,
+        alpha=1e3,
+        eval_every=500,
+        betas=P.linear_betas(6),
+        n_chains=20,
+        adapt=adapt,
+        evaluate=lambda model, state, t: {"exact": P.exact_log_z(model)},
+    )
     errors = [abs(r["log_z"] - r["exact"]) for r in res.evals]
     assert res.evals[-1]["exact"] - z0 > 3.0
     assert max(errors) < 0.5, errors
@@ -261,9 +307,10 @@ def test_tracker_follows_exact_log_z_while_training_a_small_rbm(adapt):
 
 
 def test_adapt_betas_equalises_rates_of_its_model_and_checks_input():
-    """eq. pt-adapt as the oracle: rates erfc(length / 2), with the length of an interval the integral
-    of a spread 1 + 40 beta^3 over it, become equal under repeated full steps (each step assumes the
-    spread constant on the old intervals, so it converges rather than lands); the ends stay put."""
+    """eq. pt-adapt as the oracle: rates erfc(length / 2), with the length of an interval the
+    integral of a spread 1 + 40 beta^3 over it, become equal under repeated full steps (each step
+    assumes the spread constant on the old intervals, so it converges rather than lands); the ends
+    stay put."""
     from scipy.special import erfc
 
     def rates(b):
@@ -284,7 +331,9 @@ def test_adapt_betas_equalises_rates_of_its_model_and_checks_input():
     np.testing.assert_allclose(P.adapt_betas(b, np.full(7, 0.5), step=1.0), even)
     half = P.adapt_betas(P.linear_betas(8), rates(P.linear_betas(8)), step=0.5)
     full = P.adapt_betas(P.linear_betas(8), rates(P.linear_betas(8)), step=1.0)
-    np.testing.assert_allclose(half, (np.asarray(full) + np.asarray(P.linear_betas(8))) / 2, atol=1e-6)
+    np.testing.assert_allclose(
+        half, (np.asarray(full) + np.asarray(P.linear_betas(8))) / 2, atol=1e-6
+    )
     with pytest.raises(ValueError, match="one rate per neighbouring pair"):
         P.adapt_betas(P.linear_betas(8), np.full(8, 0.5))
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
@@ -311,17 +360,30 @@ def test_bad_input_is_refused():
 def test_early_stopping_returns_the_best_tracked_validation_point():
     rng = np.random.default_rng(1)
     protos = rng.random((3, 12)) < 0.5
-    make = lambda n: (protos[rng.integers(0, 3, n)] ^ (rng.random((n, 12)) < 0.1)).astype(np.uint8)  # noqa: E731
-    x_train, x_valid = make(40), make(200)                # a tiny training set, so validation peaks
+    # noqa: E731
+    make = lambda n: (protos[rng.integers(0, 3, n)] ^ (rng.random((n, 12)) < 0.1)).astype(np.uint8)
+    x_train, x_valid = make(40), make(200)  # a tiny training set, so validation peaks
     rbm = P.RBM(12, 10, rngs=nnx.Rngs(0), visible_bias=P.log_odds_of_mean(x_train))
-    res = P.train_sml_pt(rbm, x_train, jax.random.key(0), steps=6000, lr=0.05, eval_every=200,
-                         betas=P.linear_betas(5), x_valid=x_valid, patience=3)
+    res = P.train_sml_pt(
+        rbm,
+        x_train,
+        jax.random.key(0),
+        steps=6000,
+        lr=0.05,
+        eval_every=200,
+        betas=P.linear_betas(5),
+        x_valid=x_valid,
+        patience=3,
+    )
     valid = [r["valid_ll"] for r in res.evals]
     best = int(np.argmax(valid))
     assert res.best_step == res.evals[best]["step"]
-    assert len(valid) - 1 - best <= 3                     # stopped at most `patience` evaluations later
-    # the returned model is the best one: its exact validation likelihood is the recorded best up to tracking error
-    exact = float(-jnp.mean(res.model.free_energy(jnp.asarray(x_valid, jnp.float32)))) - P.exact_log_z(res.model)
+    assert len(valid) - 1 - best <= 3  # stopped at most `patience` evaluations later
+    # the returned model is the best one: its exact validation likelihood is the recorded best up to
+    # tracking error
+    exact = float(
+        -jnp.mean(res.model.free_energy(jnp.asarray(x_valid, jnp.float32)))
+    ) - P.exact_log_z(res.model)
     assert abs(exact - valid[best]) < 0.5
     with pytest.raises(ValueError, match="x_valid"):
         P.train_sml_pt(rbm, x_train, jax.random.key(0), steps=10, patience=2)
@@ -338,6 +400,7 @@ def test_time_sml_pt_reports_both_variants():
 @pytest.fixture
 def data_dir_set(monkeypatch):
     import os
+
     if not os.environ.get("LIB_DATA_DIR"):
         pytest.skip("LIB_DATA_DIR not set")
 
@@ -345,9 +408,19 @@ def data_dir_set(monkeypatch):
 @pytest.mark.slow
 def test_partition_mnist_experiment_end_to_end(data_dir_set):
     from lib.toolkit import EXPERIMENTS
-    config = dict(EXPERIMENTS["partition-mnist"].presets["book"], n_hidden=12, steps=400, eval_every=200,
-                  ais_every=400, ais_counts=[50, 200, 200], ais_runs=20, trace_every=50, timing_steps=50,
-                  schedules=[[0.01, 1e3]])
+
+    config = dict(
+        EXPERIMENTS["partition-mnist"].presets["book"],
+        n_hidden=12,
+        steps=400,
+        eval_every=200,
+        ais_every=400,
+        ais_counts=[50, 200, 200],
+        ais_runs=20,
+        trace_every=50,
+        timing_steps=50,
+        schedules=[[0.01, 1e3]],
+    )
     rows = P.run_partition_mnist(config)
     evals = [r for r in rows if r["kind"] == "eval"]
     assert [r["step"] for r in evals] == [200, 400]
@@ -356,25 +429,53 @@ def test_partition_mnist_experiment_end_to_end(data_dir_set):
     trace = next(r for r in rows if r["kind"] == "trace")
     assert len(trace["step"]) == len(trace["log_z"]) == len(trace["bridge_log_z"]) == 8
     assert len(trace["swap_rate"]) == 9
-    assert {"train", "train_and_track", "overhead"} <= set(next(r for r in rows if r["kind"] == "timing"))
+    assert {"train", "train_and_track", "overhead"} <= set(
+        next(r for r in rows if r["kind"] == "timing")
+    )
 
 
 @pytest.mark.slow
 def test_partition_uci_and_large_experiments_end_to_end(data_dir_set):
     from lib.toolkit import EXPERIMENTS
+
     small_ais = dict(ais_counts=[50, 300, 300], ais_runs=20)
-    rows = P.run_partition_uci(dict(EXPERIMENTS["partition-uci"].presets["book"], n_hidden=[16], epochs=6,
-                                    eval_epochs=2, patience=1, **small_ais))
+    rows = P.run_partition_uci(
+        dict(
+            EXPERIMENTS["partition-uci"].presets["book"],
+            n_hidden=[16],
+            epochs=6,
+            eval_epochs=2,
+            patience=1,
+            **small_ais,
+        )
+    )
     chosen = next(r for r in rows if r["kind"] == "chosen")
-    assert chosen["dataset"] == "dna" and chosen["test_ll_ais_low"] <= chosen["test_ll_ais"] <= chosen["test_ll_ais_high"]
-    assert abs(chosen["test_ll_tracked"] - chosen["test_ll_ais"]) < 2.0     # a nearly independent model: both agree
-    assert len(chosen["swap_rate"]) == 9 and all(0.0 <= r <= 1.0 for r in chosen["swap_rate"])  # 10 temperatures
-    rows = P.run_partition_large(dict(EXPERIMENTS["partition-large"].presets["book"], n_hidden=20, steps=200,
-                                      eval_every=100, trace_every=50, **small_ais))
+    assert (
+        chosen["dataset"] == "dna"
+        and chosen["test_ll_ais_low"] <= chosen["test_ll_ais"] <= chosen["test_ll_ais_high"]
+    )
+    assert (
+        abs(chosen["test_ll_tracked"] - chosen["test_ll_ais"]) < 2.0
+    )  # a nearly independent model: both agree
+    assert len(chosen["swap_rate"]) == 9 and all(
+        0.0 <= r <= 1.0 for r in chosen["swap_rate"]
+    )  # 10 temperatures
+    rows = P.run_partition_large(
+        dict(
+            EXPERIMENTS["partition-large"].presets["book"],
+            n_hidden=20,
+            steps=200,
+            eval_every=100,
+            trace_every=50,
+            **small_ais,
+        )
+    )
     final = next(r for r in rows if r["kind"] == "final")
     assert abs(final["test_ll_tracked"] - final["test_ll_ais"]) < 2.0
     with pytest.raises(ValueError, match="unknown dataset"):
-        P.run_partition_large(dict(EXPERIMENTS["partition-large"].presets["book"], datasets=["cifar"]))
+        P.run_partition_large(
+            dict(EXPERIMENTS["partition-large"].presets["book"], datasets=["cifar"])
+        )
 
 
 def test_rbm_gibbs_leaves_the_model_invariant_and_log_prob_normalises():
@@ -382,26 +483,31 @@ def test_rbm_gibbs_leaves_the_model_invariant_and_log_prob_normalises():
     for beta in (1.0, 0.5):
         log_z, free, V, _, _ = brute_force(rbm, beta)
         p = np.exp(-free - log_z)
-        if beta == 1.0:   # log p(v) = -F(v) - log Z sums to one over all v
+        if beta == 1.0:  # log p(v) = -F(v) - log Z sums to one over all v
             lp = np.asarray(rbm.log_prob(jnp.asarray(V, jnp.float32), P.exact_log_z(rbm)))
             assert abs(np.exp(lp.astype(np.float64)).sum() - 1) < 1e-4
         n = 40000
         start = jnp.asarray(V[np.random.default_rng(0).choice(16, size=n, p=p)], jnp.float32)
         v, a = rbm.gibbs(start, jax.random.key(3), beta, steps=2)
         np.testing.assert_allclose(np.asarray(a), np.asarray(rbm.hidden_input(v)), atol=1e-5)
-        counts = np.bincount((np.asarray(v) @ (2 ** np.arange(3, -1, -1))).astype(int), minlength=16)
-        assert np.sum((counts - n * p) ** 2 / (n * p)) < 45.0   # 15 dof: p < 1e-4 under the null
+        counts = np.bincount(
+            (np.asarray(v) @ (2 ** np.arange(3, -1, -1))).astype(int), minlength=16
+        )
+        assert np.sum((counts - n * p) ** 2 / (n * p)) < 45.0  # 15 dof: p < 1e-4 under the null
 
 
 def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
-    """Checkpointed every 400 updates and stopped at update 1000 (an exception in the evaluation): the resumed
-    run restores update 800 and ends with the chains, tracker, parameters and history of an uninterrupted run,
-    with early stopping's bookkeeping carried across."""
+    """Checkpointed every 400 updates and stopped at update 1000 (an exception in the evaluation):
+    the resumed run restores update 800 and ends with the chains, tracker, parameters and history of
+    an uninterrupted run, with early stopping's bookkeeping carried across."""
     rng = np.random.default_rng(1)
     protos = rng.random((3, 12)) < 0.5
-    make = lambda n: (protos[rng.integers(0, 3, n)] ^ (rng.random((n, 12)) < 0.1)).astype(np.uint8)  # noqa: E731
+    # noqa: E731
+    make = lambda n: (protos[rng.integers(0, 3, n)] ^ (rng.random((n, 12)) < 0.1)).astype(np.uint8)
     x_train, x_valid = make(40), make(200)
-    kwargs = dict(steps=2000, lr=0.05, eval_every=200, betas=P.linear_betas(5), x_valid=x_valid, patience=20)
+    kwargs = dict(
+        steps=2000, lr=0.05, eval_every=200, betas=P.linear_betas(5), x_valid=x_valid, patience=20
+    )
 
     def run(**more):
         rbm = P.RBM(12, 10, rngs=nnx.Rngs(0), visible_bias=P.log_odds_of_mean(x_train))
@@ -419,9 +525,15 @@ def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
     assert max(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == 800
     resumed = run(checkpoint_dir=tmp_path, checkpoint_every=400)
     assert resumed.best_step == straight.best_step
-    assert [{k: v for k, v in r.items() if k != "seconds"} for r in resumed.evals] == \
-        [{k: v for k, v in r.items() if k != "seconds"} for r in straight.evals]
-    for a, b in zip(jax.tree.leaves((resumed.state, resumed.history)), jax.tree.leaves((straight.state, straight.history))):
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in resumed.evals] == [
+        {k: v for k, v in r.items() if k != "seconds"} for r in straight.evals
+    ]
+    for a, b in zip(
+        jax.tree.leaves((resumed.state, resumed.history)),
+        jax.tree.leaves((straight.state, straight.history)),
+    ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    for a, b in zip(jax.tree.leaves(nnx.state(resumed.model)), jax.tree.leaves(nnx.state(straight.model))):
+    for a, b in zip(
+        jax.tree.leaves(nnx.state(resumed.model)), jax.tree.leaves(nnx.state(straight.model))
+    ):
         np.testing.assert_array_equal(a, b)

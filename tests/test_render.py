@@ -43,12 +43,24 @@ def browser():
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver_path = shutil.which("chromedriver")
     if not chromium or not driver_path:
-        pytest.fail("chromium and chromedriver are needed: `make browser` (Debian: chromium chromium-driver)")
+        pytest.fail(
+            "chromium and chromedriver are needed: `make browser` (Debian: chromium "
+            "chromium-driver)"
+        )
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,1600"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1600",
+    ):
         opts.add_argument(flag)
     driver = webdriver.Chrome(service=Service(driver_path), options=opts)
     driver.set_page_load_timeout(60)
@@ -76,14 +88,19 @@ def test_page_renders(site, browser, page):
     if has_math:
         assert mathjax, "a page with math must load MathJax"
         # MathJax 3 replaces each formula by an <mjx-container>; raw TeX must not remain
-        typeset = wait_for(browser, "return window.MathJax && MathJax.startup && MathJax.startup.document"
-                                    " && document.querySelectorAll('mjx-container').length")
+        typeset = wait_for(
+            browser,
+            "return window.MathJax && MathJax.startup && MathJax.startup.document"
+            " && document.querySelectorAll('mjx-container').length",
+        )
         assert typeset and typeset > 0, "no typeset math on the page"
         errors = browser.execute_script("return document.querySelectorAll('mjx-merror').length")
         assert errors == 0, "MathJax reported errors"
     if has_figures:
         images = browser.execute_script(
-            "return [...document.querySelectorAll('.cell_output img')].map(i => [i.src, i.complete, i.naturalWidth])")
+            "return [...document.querySelectorAll('.cell_output img')].map(i => [i.src, "
+            "i.complete, i.naturalWidth])"
+        )
         assert images, "no figures on the page"
         broken = [src for src, done, width in images if not (done and width > 0)]
         assert not broken, f"figures that did not load: {broken}"
@@ -98,11 +115,18 @@ def test_page_renders(site, browser, page):
 
 def test_the_scorecard_and_the_glued_numbers_render(site, browser):
     browser.get(site + "book/reproduces.html")
-    rows = browser.execute_script("return document.querySelectorAll('table.scorecard tbody tr').length")
+    rows = browser.execute_script(
+        "return document.querySelectorAll('table.scorecard tbody tr').length"
+    )
     assert rows >= 60, f"the scorecard shows {rows} records"
     for page in ("book/darn.html", "book/partition.html", "book/dgp.html", "book/nram.html"):
         browser.get(site + page)
         text = browser.execute_script("return document.body.innerText")
-        unrendered = re.findall(r"\{(?:glue:text|paper|setting)\}`[^`]*`", text)  # a role left as text
+        unrendered = re.findall(
+            r"\{(?:glue:text|paper|setting)\}`[^`]*`", text
+        )  # a role left as text
         assert not unrendered, (page, unrendered[:5])
-        assert browser.execute_script("return document.querySelectorAll('table.scorecard').length") == 1, page
+        assert (
+            browser.execute_script("return document.querySelectorAll('table.scorecard').length")
+            == 1
+        ), page

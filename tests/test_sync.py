@@ -24,7 +24,11 @@ def test_compare_detects_an_edited_source(tmp_path):
     assert sync.compare(copy, tmp_path / "data.ipynb", tmp_path) == []
     copy.write_text(copy.read_text().replace("def read_idx(", "def read_idx_renamed(", 1))
     problems = sync.compare(copy, tmp_path / "data.ipynb", tmp_path)
-    assert len(problems) == 1 and "source" in problems[0] and "make execute CHAPTER=data" in problems[0]
+    assert (
+        len(problems) == 1
+        and "source" in problems[0]
+        and "make execute CHAPTER=data" in problems[0]
+    )
 
 
 def test_compare_detects_changed_tags(tmp_path):
@@ -55,4 +59,6 @@ def test_executed_notebooks_have_stable_metadata():
             assert "execution" not in cell.metadata
             if cell.cell_type == "code":
                 assert cell.execution_count is not None, f"{ipynb.name}: a cell was not executed"
-                assert not any(o.output_type == "error" for o in cell.outputs), f"{ipynb.name}: stored error"
+                assert not any(o.output_type == "error" for o in cell.outputs), (
+                    f"{ipynb.name}: stored error"
+                )

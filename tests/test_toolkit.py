@@ -1,4 +1,5 @@
-"""lib.toolkit: input checks, presets, the training loop (NaN stop, resume), NNX steps, experiments."""
+"""lib.toolkit: input checks, presets, the training loop (NaN stop, resume), NNX steps,
+experiments."""
 
 import hashlib
 import json
@@ -19,18 +20,22 @@ import lib.toolkit as T
 
 # ---------------------------------------------------------------- input checks
 
+
 def test_check_array_accepts_good_input():
     x = np.zeros((4, 3), np.float32)
     assert T.check_array(x, "x", ndim=2, shape=(None, 3), dtype="floating", binary=True) is x
 
 
-@pytest.mark.parametrize("kwargs, x, message", [
-    ({"ndim": 2}, np.zeros(3), "x must have 2 dimensions, got shape (3,)"),
-    ({"shape": (None, 4)}, np.zeros((2, 3)), "x must have shape (*, 4), got (2, 3)"),
-    ({"dtype": "integer"}, np.zeros(2), "x must have a integer dtype, got float64"),
-    ({}, np.array([1.0, np.inf]), "x must be finite, got inf at index (1,)"),
-    ({"binary": True}, np.array([0, 2]), "x must be binary (0 or 1), got 2 at index (1,)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, x, message",
+    [
+        ({"ndim": 2}, np.zeros(3), "x must have 2 dimensions, got shape (3,)"),
+        ({"shape": (None, 4)}, np.zeros((2, 3)), "x must have shape (*, 4), got (2, 3)"),
+        ({"dtype": "integer"}, np.zeros(2), "x must have a integer dtype, got float64"),
+        ({}, np.array([1.0, np.inf]), "x must be finite, got inf at index (1,)"),
+        ({"binary": True}, np.array([0, 2]), "x must be binary (0 or 1), got 2 at index (1,)"),
+    ],
+)
 def test_check_array_names_the_argument(kwargs, x, message):
     with pytest.raises(ValueError) as err:
         T.check_array(x, "x", **kwargs)
@@ -45,6 +50,7 @@ def test_check_array_under_jit_checks_shapes_only():
 
 
 # ---------------------------------------------------------------- presets and seeds
+
 
 def test_preset_follows_the_environment(monkeypatch):
     monkeypatch.delenv("LIB_PRESET", raising=False)
@@ -68,6 +74,7 @@ def test_make_rngs_is_deterministic_and_checks_the_seed():
 
 # ---------------------------------------------------------------- the training loop
 
+
 def quadratic_step(state, batch, key):
     """Gradient descent on 0.5 |w - batch|^2 plus a little noise from the key."""
     w = state
@@ -78,7 +85,15 @@ def quadratic_step(state, batch, key):
 
 def test_fit_runs_and_records_every_step():
     data = lambda t: jnp.full(3, 2.0)  # noqa: E731
-    res = T.fit(quadratic_step, jnp.zeros(3), data, 250, key=jax.random.key(0), log_every=100, progress=False)
+    res = T.fit(
+        quadratic_step,
+        jnp.zeros(3),
+        data,
+        250,
+        key=jax.random.key(0),
+        log_every=100,
+        progress=False,
+    )
     assert np.allclose(res.state, 2.0, atol=0.05)
     assert list(res.history["step"]) == list(range(250)) and res.history["loss"].shape == (250,)
     assert res.start_step == 0
@@ -91,7 +106,15 @@ def test_fit_stops_at_the_first_nonfinite_step():
         return w + 1, {"loss": loss, "other": jnp.float32(0.0)}
 
     with pytest.raises(T.NonFiniteError) as err:
-        T.fit(step, jnp.zeros(()), lambda t: jnp.int32(t), 1000, key=jax.random.key(0), log_every=100, progress=False)
+        T.fit(
+            step,
+            jnp.zeros(()),
+            lambda t: jnp.int32(t),
+            1000,
+            key=jax.random.key(0),
+            log_every=100,
+            progress=False,
+        )
     assert err.value.step == 37 and err.value.name == "loss"
     assert str(err.value).startswith("step 37: loss is nan (not finite); training stopped.")
 
@@ -99,7 +122,9 @@ def test_fit_stops_at_the_first_nonfinite_step():
 def test_fit_checkpoints_and_resumes_bit_for_bit(tmp_path):
     key = jax.random.key(1)
     data = lambda t: jnp.sin(jnp.arange(3.0) + t)  # noqa: E731
-    kw = dict(key=key, log_every=10, checkpoint_dir=tmp_path / "ck", checkpoint_every=40, progress=False)
+    kw = dict(
+        key=key, log_every=10, checkpoint_dir=tmp_path / "ck", checkpoint_every=40, progress=False
+    )
     first = T.fit(quadratic_step, jnp.zeros(3), data, 200, stop_after=130, **kw)
     assert len(first.history["loss"]) == 130
     resumed = T.fit(quadratic_step, jnp.zeros(3), data, 200, **kw)
@@ -108,13 +133,24 @@ def test_fit_checkpoints_and_resumes_bit_for_bit(tmp_path):
     assert np.array_equal(np.asarray(resumed.state), np.asarray(straight.state))
     assert np.array_equal(resumed.history["loss"], straight.history["loss"])
     again = T.fit(quadratic_step, jnp.zeros(3), data, 200, **kw)  # already done: nothing to run
-    assert again.start_step == 200 and np.array_equal(np.asarray(again.state), np.asarray(straight.state))
+    assert again.start_step == 200 and np.array_equal(
+        np.asarray(again.state), np.asarray(straight.state)
+    )
 
 
 def test_fit_rejects_bad_settings():
     with pytest.raises(ValueError, match="multiple of log_every"):
-        T.fit(quadratic_step, jnp.zeros(3), lambda t: 0.0, 10, key=jax.random.key(0), log_every=3,
-              checkpoint_dir="/tmp/x", checkpoint_every=5, progress=False)
+        T.fit(
+            quadratic_step,
+            jnp.zeros(3),
+            lambda t: 0.0,
+            10,
+            key=jax.random.key(0),
+            log_every=3,
+            checkpoint_dir="/tmp/x",
+            checkpoint_every=5,
+            progress=False,
+        )
     with pytest.raises(ValueError, match="num_steps"):
         T.fit(quadratic_step, jnp.zeros(3), lambda t: 0.0, -1, key=jax.random.key(0))
 
@@ -173,7 +209,10 @@ def test_flat_step_equals_the_step_on_the_pytree_and_checks_the_structure():
     graphdef, state = T.nnx_train_state(model, tx)
     step = T.nnx_step(graphdef, tx, T.softmax_loss)
     rng = np.random.default_rng(0)
-    batch = (jnp.asarray(rng.normal(size=(8, 4)), jnp.float32), jnp.asarray(rng.integers(0, 3, 8), jnp.int32))
+    batch = (
+        jnp.asarray(rng.normal(size=(8, 4)), jnp.float32),
+        jnp.asarray(rng.integers(0, 3, 8), jnp.int32),
+    )
     flat = T.FlatStep(step, state)
     leaves, tree_state = flat.flatten(state), state
     for t in range(3):
@@ -190,6 +229,7 @@ def test_flat_step_equals_the_step_on_the_pytree_and_checks_the_structure():
 
 # ---------------------------------------------------------------- experiments and results files
 
+
 def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
     @T.experiment("test-sum", chapter="testing", book={"n": 3}, paper={"n": 1000})
     def run_sum(config):
@@ -199,13 +239,29 @@ def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
     try:
         rec = T.run_experiment("test-sum", "paper", {"n": 4}, results_dir=tmp_path)
         saved = json.loads((tmp_path / "testing" / "test-sum.json").read_text())
-        for field in ("command", "git_commit", "started", "wall_seconds", "device", "versions", "config", "rows"):
+        for field in (
+            "command",
+            "git_commit",
+            "started",
+            "wall_seconds",
+            "device",
+            "versions",
+            "config",
+            "rows",
+        ):
             assert field in saved, field
         assert saved["rows"] == [{"n": 4, "sum": 6}] and saved["config"] == {"n": 4}
-        assert saved["reduced"] is True and saved["preset"] == "paper" and "--set n=4" in saved["command"]
+        assert (
+            saved["reduced"] is True
+            and saved["preset"] == "paper"
+            and "--set n=4" in saved["command"]
+        )
         assert saved["deviations"] == {"n": {"preset": 1000, "run": 4}} and saved["selection"] == {}
         assert "git_diff" not in saved and "git_diff_sha256" in saved
-        assert saved["versions"]["jax"] == jax.__version__ and saved["device"]["platform"] == jax.devices()[0].platform
+        assert (
+            saved["versions"]["jax"] == jax.__version__
+            and saved["device"]["platform"] == jax.devices()[0].platform
+        )
         assert rec["path"].endswith("test-sum.json")
         with pytest.raises(ValueError, match="unknown settings"):
             T.run_experiment("test-sum", "book", {"m": 1}, results_dir=tmp_path)
@@ -214,8 +270,12 @@ def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
         piece = T.run_experiment("test-sum", "paper", {"n": 5}, results_dir=tmp_path, part="big-n")
         assert piece["path"].endswith("test-sum.big-n.json") and piece["part"] == "big-n"
         assert "--part big-n" in piece["command"]
-        assert T.load_results("testing", "test-sum", tmp_path, part="big-n")["rows"] == [{"n": 5, "sum": 10}]
-        assert T.load_results("testing", "test-sum", tmp_path)["rows"] == [{"n": 4, "sum": 6}]  # not overwritten
+        assert T.load_results("testing", "test-sum", tmp_path, part="big-n")["rows"] == [
+            {"n": 5, "sum": 10}
+        ]
+        assert T.load_results("testing", "test-sum", tmp_path)["rows"] == [
+            {"n": 4, "sum": 6}
+        ]  # not overwritten
         with pytest.raises(ValueError, match="part must be"):
             T.run_experiment("test-sum", "paper", results_dir=tmp_path, part="../x")
     finally:
@@ -230,7 +290,9 @@ def test_git_state_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
     subprocess.run(git + ["init", "-q"], check=True)
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "c"], check=True)
-    sha = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    sha = subprocess.run(
+        git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert T._git_state(tmp_path) == {"git_commit": sha, "git_diff_sha256": None}
     (tmp_path / "results" / "r.json").write_text('{"rows": []}\n')  # a rerun rewrote a results file
     (tmp_path / "notes.txt").write_text("untracked\n")
@@ -242,16 +304,32 @@ def test_git_state_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
 
 
 def test_compare_to_preset_tells_a_part_from_a_reduced_run():
-    preset = {"datasets": ["a", "b"], "splits": "all", "models": ["SGP", "DGP 2"], "steps": 10,
-              "seed": 0, "schedules": [[0.01, 1e3], [0.001, 1e5]]}
-    picked = {"datasets": ["b"], "splits": [3], "models": ["DGP 2"], "seed": 4,
-              "schedules": [[0.001, 100000]]}
+    preset = {
+        "datasets": ["a", "b"],
+        "splits": "all",
+        "models": ["SGP", "DGP 2"],
+        "steps": 10,
+        "seed": 0,
+        "schedules": [[0.01, 1e3], [0.001, 1e5]],
+    }
+    picked = {
+        "datasets": ["b"],
+        "splits": [3],
+        "models": ["DGP 2"],
+        "seed": 4,
+        "schedules": [[0.001, 100000]],
+    }
     assert T.compare_to_preset(preset, dict(preset, **picked)) == (picked, {})
     reduced = dict(preset, steps=5, models=["SGP 9"])
     reduced.pop("seed")
-    assert T.compare_to_preset(preset, reduced) == ({}, {
-        "models": {"preset": ["SGP", "DGP 2"], "run": ["SGP 9"]},
-        "seed": {"preset": 0, "run": "absent"}, "steps": {"preset": 10, "run": 5}})
+    assert T.compare_to_preset(preset, reduced) == (
+        {},
+        {
+            "models": {"preset": ["SGP", "DGP 2"], "run": ["SGP 9"]},
+            "seed": {"preset": 0, "run": "absent"},
+            "steps": {"preset": 10, "run": 5},
+        },
+    )
 
 
 def test_python_m_lib_lists_and_reports_errors():
@@ -259,25 +337,64 @@ def test_python_m_lib_lists_and_reports_errors():
     assert out.returncode == 0 and "toolkit-mnist-softmax" in out.stdout and "paper" in out.stdout
     bad = subprocess.run([sys.executable, "-m", "lib", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no experiment 'nope'" in bad.stderr
-    for setting, expected in (("steps=-5", "steps must be an integer >= 1"), ("steps=abc", "got \"abc\""),
-                              ("seed=1.5", "seed must be an integer >= 0")):
-        bad = subprocess.run([sys.executable, "-m", "lib", "toolkit-mnist-softmax", "--set", setting],
-                             capture_output=True, text=True)  # refused before anything runs or is written
+    for setting, expected in (
+        ("steps=-5", "steps must be an integer >= 1"),
+        ("steps=abc", 'got "abc"'),
+        ("seed=1.5", "seed must be an integer >= 0"),
+    ):
+        bad = subprocess.run(
+            [sys.executable, "-m", "lib", "toolkit-mnist-softmax", "--set", setting],
+            capture_output=True,
+            text=True,
+        )  # refused before anything runs or is written
         assert bad.returncode == 2 and expected in bad.stderr, bad.stderr
 
 
 def test_settings_are_checked_against_the_presets_types_and_ranges():
-    presets = {"book": {"steps": 100, "seed": 0, "lr": 0.01, "splits": [0], "names": ["a"], "flag": False,
-                        "seeds": None, "space": {"h": [8]}},
-               "paper": {"steps": 1000, "seed": 0, "lr": 0.001, "splits": "all", "names": ["a", "b"], "flag": True,
-                         "seeds": [0, 1], "space": {"h": [8, 16]}}}
-    good = {"steps": 5, "seed": 3, "lr": 1, "splits": [2, 3], "names": ["c"], "flag": True, "seeds": None,
-            "space": {"h": [4]}}
+    presets = {
+        "book": {
+            "steps": 100,
+            "seed": 0,
+            "lr": 0.01,
+            "splits": [0],
+            "names": ["a"],
+            "flag": False,
+            "seeds": None,
+            "space": {"h": [8]},
+        },
+        "paper": {
+            "steps": 1000,
+            "seed": 0,
+            "lr": 0.001,
+            "splits": "all",
+            "names": ["a", "b"],
+            "flag": True,
+            "seeds": [0, 1],
+            "space": {"h": [8, 16]},
+        },
+    }
+    good = {
+        "steps": 5,
+        "seed": 3,
+        "lr": 1,
+        "splits": [2, 3],
+        "names": ["c"],
+        "flag": True,
+        "seeds": None,
+        "space": {"h": [4]},
+    }
     for key, value in good.items():
         T.check_settings("x", presets, {key: value})
-    bad = {"steps": [0, -5, True, 2.5, "abc", None], "seed": [-1, 1.5], "lr": [0, -0.1, float("nan"), "x"],
-           "splits": ["some", [1.5], [], 3], "names": ["a", [1]], "flag": [1, "yes"], "seeds": [[0.5]],
-           "space": [[8]]}
+    bad = {
+        "steps": [0, -5, True, 2.5, "abc", None],
+        "seed": [-1, 1.5],
+        "lr": [0, -0.1, float("nan"), "x"],
+        "splits": ["some", [1.5], [], 3],
+        "names": ["a", [1]],
+        "flag": [1, "yes"],
+        "seeds": [[0.5]],
+        "space": [[8]],
+    }
     for key, values in bad.items():
         for value in values:
             with pytest.raises(ValueError, match=f"setting {key} must be"):
@@ -286,8 +403,18 @@ def test_settings_are_checked_against_the_presets_types_and_ranges():
 
 @pytest.mark.slow
 def test_python_m_lib_runs_an_experiment(tmp_path, data_dir):
-    cmd = [sys.executable, "-m", "lib", "toolkit-mnist-softmax", "--preset", "book", "--set", "steps=20",
-           "--results-dir", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lib",
+        "toolkit-mnist-softmax",
+        "--preset",
+        "book",
+        "--set",
+        "steps=20",
+        "--results-dir",
+        str(tmp_path),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     rec = json.loads((tmp_path / "toolkit" / "toolkit-mnist-softmax.json").read_text())
@@ -303,7 +430,8 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 import jax, numpy as np, optax
 jax.config.update("jax_enable_x64", True)
 from flax import nnx
-from lib.toolkit import fit, minibatches, nnx_step, nnx_train_state, data_mesh, replicated, shard_batch, step_key
+from lib.toolkit import fit, minibatches, nnx_step, nnx_train_state
+from lib.toolkit import data_mesh, replicated, shard_batch, step_key
 from lib.dgp import build_dgp
 from lib.darn import DARN, darn_loss
 assert jax.device_count() == 4, jax.devices()
@@ -334,13 +462,16 @@ for name, make in (("dgp", dgp), ("darn", darn)):
     leaf = jax.tree.leaves(four.state.params)[0]
     assert len(leaf.sharding.device_set) == 4 and leaf.sharding.is_fully_replicated, leaf.sharding
     worst[name + "_loss"] = float(np.max(np.abs(one.history["loss"] - four.history["loss"])))
-    diffs = jax.tree.map(lambda a, b: float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)))),
-                         one.state.params, four.state.params)
+    gap = lambda a, b: float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+    diffs = jax.tree.map(gap, one.state.params, four.state.params)
     worst[name + "_params"] = max(jax.tree.leaves(diffs))
-    # the compiled step splits the batch: each device computes on its rows and the gradients are all-reduced
+    # the compiled step splits the batch: each device computes on its rows and the gradients
+    # are all-reduced
     mesh = data_mesh()
-    hlo = jax.jit(step).lower(jax.device_put(state, replicated(mesh)), shard_batch(data(0), mesh),
-                              jax.device_put(step_key(jax.random.key(2), 0), replicated(mesh))).compile().as_text()
+    key = jax.device_put(step_key(jax.random.key(2), 0), replicated(mesh))
+    state_on = jax.device_put(state, replicated(mesh))
+    lowered = jax.jit(step).lower(state_on, shard_batch(data(0), mesh), key)
+    hlo = lowered.compile().as_text()
     worst[name + "_allreduce"] = "all-reduce" in hlo
 # mesh="auto": all four devices when the batch divides among them, else one device and a warning
 import warnings
@@ -348,9 +479,11 @@ import jax.numpy as jnp
 count = lambda s, b, k: (s + b.sum(), {"loss": b.sum()})
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    odd = fit(count, jnp.zeros(()), lambda t: np.ones(6), 2, key=jax.random.key(0), progress=False, log_every=1)
-    even = fit(count, jnp.zeros(()), lambda t: np.ones(8), 2, key=jax.random.key(0), progress=False, log_every=1)
-worst["auto_fallback_warned"] = sum("do not divide among 4 devices" in str(w.message) for w in caught)
+    quiet = dict(key=jax.random.key(0), progress=False, log_every=1)
+    odd = fit(count, jnp.zeros(()), lambda t: np.ones(6), 2, **quiet)
+    even = fit(count, jnp.zeros(()), lambda t: np.ones(8), 2, **quiet)
+warned = ["do not divide among 4 devices" in str(w.message) for w in caught]
+worst["auto_fallback_warned"] = sum(warned)
 worst["auto_devices"] = [len(odd.state.sharding.device_set), len(even.state.sharding.device_set)]
 worst["auto_sums"] = [float(odd.state), float(even.state)]
 # full-batch training: a batch of the same arrays every step is placed on the devices once
@@ -358,9 +491,9 @@ import lib.toolkit as T
 placed = []
 T.shard_batch = lambda batch, mesh, _place=T.shard_batch: placed.append(1) or _place(batch, mesh)
 whole = np.arange(8.0)
-same = fit(count, jnp.zeros(()), lambda t: whole, 5, key=jax.random.key(0), progress=False, log_every=1)
+same = fit(count, jnp.zeros(()), lambda t: whole, 5, **quiet)
 worst["placements_same"] = len(placed)
-fresh = fit(count, jnp.zeros(()), lambda t: whole + 0.0, 5, key=jax.random.key(0), progress=False, log_every=1)
+fresh = fit(count, jnp.zeros(()), lambda t: whole + 0.0, 5, **quiet)
 worst["placements_fresh"] = len(placed) - worst["placements_same"]
 worst["full_batch_sums"] = [float(same.state), float(fresh.state)]
 print(worst)
@@ -371,7 +504,9 @@ import json; print("RESULT", json.dumps(worst))
 @pytest.mark.slow
 def test_data_parallel_training_matches_one_device(root):
     """DGP 2 and DARN, 20 steps on 4 virtual CPU devices: the losses and parameters of 1 device."""
-    out = subprocess.run([sys.executable, "-c", MESH_SCRIPT], capture_output=True, text=True, cwd=root, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", MESH_SCRIPT], capture_output=True, text=True, cwd=root, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     worst = json.loads(out.stdout.split("RESULT", 1)[1])
     assert worst["dgp_allreduce"] and worst["darn_allreduce"], worst
@@ -390,8 +525,15 @@ def test_shard_batch_refuses_a_batch_the_devices_do_not_divide():
     placed = T.shard_batch({"x": np.arange(6.0).reshape(3, 2)}, T.data_mesh(jax.devices()[:1]))
     np.testing.assert_array_equal(placed["x"], np.arange(6.0).reshape(3, 2))
     with pytest.raises(ValueError, match="mesh must be"):
-        T.fit(quadratic_step, jnp.zeros(2), lambda t: jnp.ones(2), 1, key=jax.random.key(0), mesh="all",
-              progress=False)
+        T.fit(
+            quadratic_step,
+            jnp.zeros(2),
+            lambda t: jnp.ones(2),
+            1,
+            key=jax.random.key(0),
+            mesh="all",
+            progress=False,
+        )
 
 
 def test_streamed_minibatches_read_a_memmap_and_visit_every_row_once_per_epoch(tmp_path):
@@ -416,26 +558,38 @@ def test_streamed_minibatches_read_a_memmap_and_visit_every_row_once_per_epoch(t
     assert len({tuple(seen) for seen in epochs}) == 3  # a new order each epoch
     again = T.minibatches(on_disk, 6, key=key, stream=True)
     np.testing.assert_array_equal(again(4), streamed(4))  # a function of (key, t)
-    result = T.fit(lambda s, b, k: (s + b.sum(), {"loss": b.sum()}), jnp.zeros(()), streamed, 3,
-                   key=key, progress=False, log_every=1)
+    result = T.fit(
+        lambda s, b, k: (s + b.sum(), {"loss": b.sum()}),
+        jnp.zeros(()),
+        streamed,
+        3,
+        key=key,
+        progress=False,
+        log_every=1,
+    )
     np.testing.assert_allclose(result.state, sum(streamed(t).sum() for t in range(3)))
 
 
 # ---------------------------------------------------------------- resumable experiments
 
+
 def test_run_unit_stores_results_and_refuses_another_configuration(tmp_path):
     calls = []
 
-    @T.experiment("test-units", chapter="testing", book={"n": 3, "fail_at": -1}, paper={"n": 3, "fail_at": -1})
+    @T.experiment(
+        "test-units", chapter="testing", book={"n": 3, "fail_at": -1}, paper={"n": 3, "fail_at": -1}
+    )
     def run_units(config):
         rows = []
         for i in range(config["n"]):
+
             def compute(checkpoint_dir, i=i):
                 calls.append(i)
                 assert checkpoint_dir is not None and checkpoint_dir.name.startswith(f"unit_{i}-")
                 if i == config["fail_at"]:
                     raise KeyboardInterrupt  # an interruption in the middle of unit i
                 return {"i": i, "square": np.float32(i * i), "pair": (i, i)}
+
             rows.append(T.run_unit(f"unit {i}", compute))
         return rows
 
@@ -466,18 +620,34 @@ def test_run_unit_stores_results_and_refuses_another_configuration(tmp_path):
 
 @pytest.mark.slow
 def test_killed_experiment_resumes_to_the_same_parameters(tmp_path, root, data_dir):
-    """python -m lib killed with SIGKILL mid-run, started again: the parameters of an uninterrupted run."""
+    """python -m lib killed with SIGKILL mid-run, started again: the parameters of an uninterrupted
+    run."""
     import os
     import signal
     import time
 
-    command = [sys.executable, "-m", "lib", "toolkit-mnist-softmax", "--preset", "book",
-               "--set", "steps=30000", "--set", "batch_size=50"]
+    command = [
+        sys.executable,
+        "-m",
+        "lib",
+        "toolkit-mnist-softmax",
+        "--preset",
+        "book",
+        "--set",
+        "steps=30000",
+        "--set",
+        "batch_size=50",
+    ]
     env = {**os.environ, "LIB_DATA_DIR": str(data_dir)}
     killed, straight = tmp_path / "killed", tmp_path / "straight"
     run_folder = killed / ".checkpoints" / "toolkit" / "toolkit-mnist-softmax" / "checkpoints"
-    proc = subprocess.Popen(command + ["--results-dir", str(killed)], cwd=root, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command + ["--results-dir", str(killed)],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     seen = []
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -485,24 +655,37 @@ def test_killed_experiment_resumes_to_the_same_parameters(tmp_path, root, data_d
         if seen and seen[-1] >= 9000:
             break
         time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be interrupted: " + proc.stderr.read().decode()[-2000:]
+    assert proc.poll() is None, (
+        "the run ended before it could be interrupted: " + proc.stderr.read().decode()[-2000:]
+    )
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (killed / "toolkit" / "toolkit-mnist-softmax.json").exists()
     for folder in (killed, straight):
-        out = subprocess.run(command + ["--results-dir", str(folder)], cwd=root, env=env, capture_output=True,
-                             text=True, timeout=600)
+        out = subprocess.run(
+            command + ["--results-dir", str(folder)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
     resumed = json.loads((killed / "toolkit" / "toolkit-mnist-softmax.json").read_text())
     uninterrupted = json.loads((straight / "toolkit" / "toolkit-mnist-softmax.json").read_text())
     restored = resumed["resumed"]["checkpoints_restored"]["softmax"]
-    assert restored >= seen[-1] >= 9000  # at most the work since the last checkpoint (3,000 steps) was lost
+    assert (
+        restored >= seen[-1] >= 9000
+    )  # at most the work since the last checkpoint (3,000 steps) was lost
     assert uninterrupted["resumed"] is None
-    assert resumed["rows"] == uninterrupted["rows"]  # every row, with the parameters' digest, bit for bit
+    assert (
+        resumed["rows"] == uninterrupted["rows"]
+    )  # every row, with the parameters' digest, bit for bit
     assert len({row["params_sha256"] for row in resumed["rows"]}) == 10
 
 
 # ---------------------------------------------------------------- threads of the CPU's LAPACK
+
 
 def _blas_threads():
     from threadpoolctl import threadpool_info
@@ -528,22 +711,38 @@ def test_importing_the_toolkit_runs_scipys_lapack_on_one_thread():
 
 
 def test_lapack_threads_follow_the_environment(root):
-    probe = ("import scipy.linalg\nfrom threadpoolctl import threadpool_info\n"
-             "print([i['num_threads'] for i in threadpool_info() if 'scipy.libs' in i['filepath']])")
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")}
+    probe = (
+        "import scipy.linalg\nfrom threadpoolctl import threadpool_info\n"
+        "print([i['num_threads'] for i in threadpool_info() if 'scipy.libs' in i['filepath']])"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+    }
 
     def threads(value, library):
         run_env = dict(env, LIB_LAPACK_THREADS=value)
-        out = subprocess.run([sys.executable, "-c", ("import lib.toolkit\n" if library else "") + probe],
-                             capture_output=True, text=True, cwd=root, env=run_env)
+        out = subprocess.run(
+            [sys.executable, "-c", ("import lib.toolkit\n" if library else "") + probe],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env=run_env,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         return out.stdout.strip().splitlines()[-1]
 
     untouched = threads("keep", library=False)  # scipy on its own
     assert threads("keep", library=True) == untouched
     assert threads("1", library=True) == "[1]"
-    out = subprocess.run([sys.executable, "-c", "import lib.toolkit"], capture_output=True, text=True, cwd=root,
-                         env=dict(env, LIB_LAPACK_THREADS="none"))
+    out = subprocess.run(
+        [sys.executable, "-c", "import lib.toolkit"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=dict(env, LIB_LAPACK_THREADS="none"),
+    )
     assert out.returncode != 0 and "LIB_LAPACK_THREADS must be" in out.stderr
 
 

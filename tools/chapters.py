@@ -62,14 +62,17 @@ def colab_cell_source(root: Path = ROOT) -> str:
         'if "google.colab" in sys.modules:\n'
         "    import subprocess\n"
         "\n"
-        "    frozen = subprocess.run([sys.executable, \"-m\", \"pip\", \"freeze\"],\n"
-        "                            capture_output=True, text=True, check=True).stdout.splitlines()\n"
-        '    keep = [l for l in frozen if l.split("==")[0] in ("jax", "jaxlib") or l.startswith("jax-cuda")]\n'
+        '    pip = [sys.executable, "-m", "pip"]\n'
+        '    frozen = subprocess.run([*pip, "freeze"], capture_output=True, text=True,'
+        " check=True)\n"
+        '    keep = ("jax==", "jaxlib==", "jax-cuda")\n'
+        "    jax = [l for l in frozen.stdout.splitlines() if l.startswith(keep)]\n"
         '    with open("/tmp/keep-jax.txt", "w") as f:\n'
-        '        f.write("\\n".join(keep) + "\\n")\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", "/tmp/keep-jax.txt",\n'
-        f'                    "rederived @ git+{url}@{branch}"], check=True)'
+        '        f.write("\\n".join(jax) + "\\n")\n'
+        f'    lib = "rederived @ git+{url}@{branch}"\n'
+        '    subprocess.run([*pip, "install", "-q", "-c", "/tmp/keep-jax.txt", lib], check=True)'
     )
+
 
 if __name__ == "__main__":
     print(colab_cell_source())

@@ -54,8 +54,12 @@ def normalise(nb) -> None:
             merged = []
             for out in cell.get("outputs", []):
                 # a stream is split wherever the kernel happened to flush: join the pieces
-                if (out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
-                        and merged[-1].name == out.name):
+                if (
+                    out.get("output_type") == "stream"
+                    and merged
+                    and merged[-1].get("output_type") == "stream"
+                    and merged[-1].name == out.name
+                ):
                     merged[-1].text += out.text
                     continue
                 merged.append(out)
@@ -67,15 +71,22 @@ def normalise(nb) -> None:
 
 
 def cell_seconds(nb) -> list[tuple[float, int, str]]:
-    """(seconds, cell index, first line) of each executed code cell, from nbclient's timing record."""
+    """(seconds, cell index, first line) of each executed code cell, from nbclient's timing
+    record."""
     from datetime import datetime
 
     rows = []
     for i, cell in enumerate(nb.cells):
         timing = cell.get("metadata", {}).get("execution", {})
-        if cell.cell_type == "code" and "iopub.execute_input" in timing and "shell.execute_reply" in timing:
-            start, end = (datetime.fromisoformat(timing[k].replace("Z", "+00:00"))
-                          for k in ("iopub.execute_input", "shell.execute_reply"))
+        if (
+            cell.cell_type == "code"
+            and "iopub.execute_input" in timing
+            and "shell.execute_reply" in timing
+        ):
+            start, end = (
+                datetime.fromisoformat(timing[k].replace("Z", "+00:00"))
+                for k in ("iopub.execute_input", "shell.execute_reply")
+            )
             first = next((line for line in cell.source.splitlines() if line.strip()), "")
             rows.append(((end - start).total_seconds(), i, first[:70]))
     return rows
@@ -90,7 +101,10 @@ def execute(md: Path, timeout: int = 1200, slowest: int = 0) -> float:
 
     nb = read_md(md)
     normalise(nb)
-    env_before = {k: os.environ.get(k) for k in ("TQDM_DISABLE", "PYTHONHASHSEED", "MPLBACKEND", "LIB_DATA_DIR")}
+    env_before = {
+        k: os.environ.get(k)
+        for k in ("TQDM_DISABLE", "PYTHONHASHSEED", "MPLBACKEND", "LIB_DATA_DIR")
+    }
     os.environ["TQDM_DISABLE"] = "1"
     os.environ["PYTHONHASHSEED"] = "0"
     os.environ.pop("MPLBACKEND", None)
@@ -98,8 +112,12 @@ def execute(md: Path, timeout: int = 1200, slowest: int = 0) -> float:
         os.environ["LIB_DATA_DIR"] = str(Path(os.environ["LIB_DATA_DIR"]).resolve())
     start = time.perf_counter()
     try:
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(md.parent)}})
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(md.parent)}},
+        )
         client.execute()
     finally:
         for k, v in env_before.items():
@@ -122,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chapters", nargs="*", help="chapter names (book/<name>.md)")
     parser.add_argument("--all", action="store_true", help="execute every chapter")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds allowed per cell")
-    parser.add_argument("--slowest", type=int, default=0, metavar="N", help="print the N slowest cells")
+    parser.add_argument(
+        "--slowest", type=int, default=0, metavar="N", help="print the N slowest cells"
+    )
     args = parser.parse_args(argv)
     known = {p.stem: p for p in chapter_sources(ROOT)}
     names = sorted(known) if args.all else args.chapters
@@ -131,10 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         name = Path(name).stem
         if name not in known:
-            print(f"execute: no chapter {name!r}; chapters are {', '.join(sorted(known))}", file=sys.stderr)
+            print(
+                f"execute: no chapter {name!r}; chapters are {', '.join(sorted(known))}",
+                file=sys.stderr,
+            )
             return 2
         seconds = execute(known[name], timeout=args.timeout, slowest=args.slowest)
-        print(f"executed {rel(known[name])} -> {rel(known[name].with_suffix('.ipynb'))} in {seconds:.0f} s")
+        print(
+            f"executed {rel(known[name])} -> {rel(known[name].with_suffix('.ipynb'))} in "
+            f"{seconds:.0f} s"
+        )
     return 0
 
 

@@ -43,7 +43,7 @@ def _directive(source: str, name: str) -> str | None:
     first = source.lstrip("\n").split("\n", 1)[0].strip()
     prefix = f"#| {name}"
     if first == prefix or first.startswith(prefix + " "):
-        return first[len(prefix):].strip()
+        return first[len(prefix) :].strip()
     return None
 
 
@@ -62,7 +62,11 @@ def _bindings(tree: ast.Module):
                 for sub in ast.walk(target):
                     if isinstance(sub, ast.Name):
                         yield sub.id, "assign", None
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.value is not None
+        ):
             yield node.target.id, "assign", None
         # an AugAssign (x += 1) updates an existing name: not a second definition
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -94,12 +98,18 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
         return None
     if module is None:
         raise ExportError(f"{src}: has `#| export` cells but no `#| default_exp <module>` cell")
-    own = re.compile(rf"^\s*(from\s+lib\.{module}\b|import\s+lib\.{module}\b|from\s+lib\s+import\s+.*\b{module}\b)", re.M)
+    own = re.compile(
+        rf"^\s*(from\s+lib\.{module}\b|import\s+lib\.{module}\b"
+        rf"|from\s+lib\s+import\s+.*\b{module}\b)",
+        re.M,
+    )
     for cell in nb.cells:
         if cell.cell_type == "code" and own.search(cell.source):
             line = own.search(cell.source).group(0).strip()
-            raise ExportError(f"{src}: the chapter imports its own module ({line!r}); "
-                              f"use the names its cells define, lib.{module} is generated from them")
+            raise ExportError(
+                f"{src}: the chapter imports its own module ({line!r}); "
+                f"use the names its cells define, lib.{module} is generated from them"
+            )
 
     seen: dict[str, tuple[str, str | None, int]] = {}
     search_from = 0
@@ -108,7 +118,11 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
         # the line of the cell in the chapter, for error messages (not written to lib/: a prose
         # edit above a cell would otherwise change every generated file below it)
         line_no = next(
-            (i + 1 for i in range(search_from, len(md_lines)) if md_lines[i].strip() == "#| export"),
+            (
+                i + 1
+                for i in range(search_from, len(md_lines))
+                if md_lines[i].strip() == "#| export"
+            ),
             None,
         )
         if line_no is None:  # pragma: no cover - jupytext and the file disagree
@@ -118,7 +132,9 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
         try:
             tree = ast.parse(body)
         except SyntaxError as err:
-            raise ExportError(f"{src}:{line_no + (err.lineno or 0)}: syntax error in exported cell: {err.msg}") from err
+            raise ExportError(
+                f"{src}:{line_no + (err.lineno or 0)}: syntax error in exported cell: {err.msg}"
+            ) from err
         for name, kind, text in _bindings(tree):
             if name in seen:
                 prev_kind, prev_text, prev_line = seen[name]
@@ -130,8 +146,11 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
                 )
             seen[name] = (kind, text, line_no)
         parts.append(f"\n\n# %% {src}\n{body}\n")
-    public = sorted(n for n, (kind, _, _) in seen.items() if kind != "import" and not n.startswith("_"))
-    parts.append("\n\n__all__ = [\n" + "".join(f"    {n!r},\n" for n in public) + "]\n")
+    public = sorted(
+        n for n, (kind, _, _) in seen.items() if kind != "import" and not n.startswith("_")
+    )
+    names = "".join(f'    "{n}",\n' for n in public)
+    parts.append(f"\n\n__all__ = [\n{names}]\n")
     return module, "".join(parts)
 
 
@@ -145,9 +164,13 @@ def generate(root: Path = ROOT) -> dict[Path, str]:
             continue
         module, text = result
         if module in owners:
-            raise ExportError(f"{rel(md, root)} and {rel(owners[module], root)} both export lib/{module}.py")
+            raise ExportError(
+                f"{rel(md, root)} and {rel(owners[module], root)} both export lib/{module}.py"
+            )
         if module in ("__init__", "__main__"):
-            raise ExportError(f"{rel(md, root)}: lib/{module}.py is hand-written, not a chapter module")
+            raise ExportError(
+                f"{rel(md, root)}: lib/{module}.py is hand-written, not a chapter module"
+            )
         owners[module] = md
         out[root / "lib" / f"{module}.py"] = text
     return out
@@ -157,7 +180,9 @@ def _untracked(root: Path, paths: list[Path]) -> list[Path]:
     """The paths that git does not track (none outside a git checkout)."""
     if not (root / ".git").exists():
         return []
-    listed = subprocess.run(["git", "ls-files", "lib"], cwd=root, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "lib"], cwd=root, capture_output=True, text=True, check=True
+    )
     tracked = set(listed.stdout.split())
     return [p for p in paths if rel(p, root) not in tracked]
 
@@ -165,7 +190,8 @@ def _untracked(root: Path, paths: list[Path]) -> list[Path]:
 def stale_generated(root: Path, wanted: dict[Path, str]) -> list[Path]:
     """Generated files in lib/ that no chapter produces any more."""
     return [
-        p for p in sorted((root / "lib").glob("*.py"))
+        p
+        for p in sorted((root / "lib").glob("*.py"))
         if p not in wanted and p.read_text().startswith(GENERATED_MARK)
     ]
 
@@ -178,9 +204,14 @@ def check(root: Path = ROOT) -> list[str]:
         if not path.exists():
             problems.append(f"{rel(path, root)} is missing: run `make export`")
         elif path.read_text() != text:
-            problems.append(f"{rel(path, root)} differs from its chapter: run `make export` (never edit lib/ by hand)")
+            problems.append(
+                f"{rel(path, root)} differs from its chapter: run `make export` (never edit lib/ "
+                "by hand)"
+            )
     for path in stale_generated(root, wanted):
-        problems.append(f"{rel(path, root)} is generated but no chapter exports it any more: delete it")
+        problems.append(
+            f"{rel(path, root)} is generated but no chapter exports it any more: delete it"
+        )
     for path in _untracked(root, [p for p in wanted if p.exists()]):
         problems.append(f"{rel(path, root)} is not tracked by git: `git add` it")
     return problems
@@ -188,7 +219,9 @@ def check(root: Path = ROOT) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if lib/ is out of sync")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if lib/ is out of sync"
+    )
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     root = args.root.resolve()

@@ -17,7 +17,9 @@ PARTS = ["tex-chtml.js", "input", "output/chtml", "ui", "a11y", "sre", "adaptors
 def mathjax_dir() -> Path:
     spec = importlib.util.find_spec("mathjax")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("MathJax is not installed: `pip install django-static-mathjax` (the book extra has it)")
+        raise RuntimeError(
+            "MathJax is not installed: `pip install django-static-mathjax` (the book extra has it)"
+        )
     es5 = Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax" / "es5"
     if not (es5 / "tex-chtml.js").exists():
         raise RuntimeError(f"MathJax's tex-chtml.js not found under {es5}")
@@ -42,7 +44,9 @@ def copy_mathjax(app, exception) -> None:
 def check_path(app, config) -> None:
     mathjax_dir()
     if str(config.mathjax_path).startswith(("http:", "https:", "//")):
-        raise RuntimeError("mathjax_path points at a network address; the book serves MathJax itself")
+        raise RuntimeError(
+            "mathjax_path points at a network address; the book serves MathJax itself"
+        )
 
 
 def setup(app):

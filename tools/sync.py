@@ -21,7 +21,8 @@ import nbformat
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chapters import ROOT, chapter_sources, colab_cell_source, read_config, read_md, rel  # noqa: E402
+# noqa: E402
+from chapters import ROOT, chapter_sources, colab_cell_source, read_config, read_md, rel
 
 
 def cell_inputs(nb) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -41,10 +42,14 @@ def compare(md: Path, ipynb: Path, root: Path = ROOT) -> list[str]:
         if x != y:
             what = "type" if x[0] != y[0] else ("tags" if x[2] != y[2] else "source")
             first = x[1].splitlines()[0] if x[1] else "(empty)"
-            return [f"{rel(ipynb, root)} differs from {rel(md, root)} at cell {i} ({what}; source cell starts "
-                    f"{first[:60]!r}): run `make execute CHAPTER={md.stem}`"]
-    return [f"{rel(ipynb, root)} has {len(b)} cells, {rel(md, root)} has {len(a)}: "
-            f"run `make execute CHAPTER={md.stem}`"]
+            return [
+                f"{rel(ipynb, root)} differs from {rel(md, root)} at cell {i} ({what}; "
+                f"source cell starts {first[:60]!r}): run `make execute CHAPTER={md.stem}`"
+            ]
+    return [
+        f"{rel(ipynb, root)} has {len(b)} cells, {rel(md, root)} has {len(a)}: "
+        f"run `make execute CHAPTER={md.stem}`"
+    ]
 
 
 def toc_files(toc: dict) -> list[str]:
@@ -71,23 +76,31 @@ def check(root: Path = ROOT) -> list[str]:
     for md in sources:
         ipynb = md.with_suffix(".ipynb")
         if not ipynb.exists():
-            problems.append(f"{rel(md, root)} has no executed twin: run `make execute CHAPTER={md.stem}`")
+            problems.append(
+                f"{rel(md, root)} has no executed twin: run `make execute CHAPTER={md.stem}`"
+            )
             continue
         problems += compare(md, ipynb, root)
         code = [c for c in read_md(md).cells if c.cell_type == "code"]
         if not code or code[0].source.strip() != cell.strip():
-            problems.append(f"{rel(md, root)}: the first code cell must be the Colab install cell "
-                            f"(print it with `python tools/chapters.py`)")
+            problems.append(
+                f"{rel(md, root)}: the first code cell must be the Colab install cell "
+                f"(print it with `python tools/chapters.py`)"
+            )
         elif "remove-cell" not in code[0].metadata.get("tags", []):
             problems.append(f"{rel(md, root)}: the Colab install cell must be tagged remove-cell")
     for ipynb in sorted((root / "book").glob("*.ipynb")):
         if not ipynb.with_suffix(".md").exists():
-            problems.append(f"{rel(ipynb, root)} has no MyST source {rel(ipynb.with_suffix('.md'), root)}")
+            problems.append(
+                f"{rel(ipynb, root)} has no MyST source {rel(ipynb.with_suffix('.md'), root)}"
+            )
     excluded = {p for p in read_config(root).get("exclude_patterns", []) if p.startswith("book/")}
     wanted = {rel(md, root) for md in sources}
     if excluded != wanted:
-        problems.append(f"_config.yml exclude_patterns must list exactly the chapter sources {sorted(wanted)} "
-                        f"(it lists {sorted(excluded)})")
+        problems.append(
+            f"_config.yml exclude_patterns must list exactly the chapter sources {sorted(wanted)} "
+            f"(it lists {sorted(excluded)})"
+        )
     toc = yaml.safe_load((root / "_toc.yml").read_text())
     for f in toc_files(toc):
         if not any((root / (f + ext)).exists() for ext in ("", ".md", ".ipynb")):

@@ -1,10 +1,12 @@
 """Seconds per gradient step of GPflux's deep GP (run by benchmarks/dgp_step.py in the peers' venv).
 
-Usage: python gpflux_dgp.py DATA.npz CONFIGS_JSON  -> prints one JSON list of results on the last line.
-Each config: {"layers": L, "batch": B, "dtype": "float64" | "float32", "whiten": bool}. The model is
-GPflux's own constant-input-dimension deep GP (shared RBF kernel and inducing inputs per layer,
-M = 100, inner q_sqrt factor 1e-5, likelihood variance 0.05), one sample, Adam, under tf.function.
+Usage: python gpflux_dgp.py DATA.npz CONFIGS_JSON  -> prints one JSON list of results on the last
+line. Each config: {"layers": L, "batch": B, "dtype": "float64" | "float32", "whiten": bool}. The
+model is GPflux's own constant-input-dimension deep GP (shared RBF kernel and inducing inputs per
+layer, M = 100, inner q_sqrt factor 1e-5, likelihood variance 0.05), one sample, Adam, under
+tf.function.
 """
+
 import json
 import os
 import sys
@@ -23,8 +25,12 @@ import gpflux.architectures  # noqa: E402
 def step_seconds(x, y, layers, batch, dtype, whiten, repeats):
     gpflow.config.set_default_float(dtype)
     x, y = x[:batch].astype(dtype), y[:batch].astype(dtype)
-    config = gpflux.architectures.Config(num_inducing=100, inner_layer_qsqrt_factor=1e-5,
-                                         likelihood_noise_variance=0.05, whiten=whiten)
+    config = gpflux.architectures.Config(
+        num_inducing=100,
+        inner_layer_qsqrt_factor=1e-5,
+        likelihood_noise_variance=0.05,
+        whiten=whiten,
+    )
     dgp = gpflux.architectures.build_constant_input_dim_deep_gp(x, num_layers=layers, config=config)
     opt = tf.optimizers.Adam(0.01)
     data = (tf.constant(x), tf.constant(y))
@@ -51,11 +57,26 @@ def main():
     configs = json.loads(sys.argv[2])
     out = []
     for c in configs:
-        s = step_seconds(data["x"], data["y"], c["layers"], c["batch"], getattr(np, c["dtype"]), c["whiten"],
-                         c.get("repeats", 10))
+        s = step_seconds(
+            data["x"],
+            data["y"],
+            c["layers"],
+            c["batch"],
+            getattr(np, c["dtype"]),
+            c["whiten"],
+            c.get("repeats", 10),
+        )
         out.append(dict(c, seconds=s))
-    print(json.dumps({"library": "gpflux", "version": gpflux.__version__, "tensorflow": tf.__version__,
-                      "results": out}))
+    print(
+        json.dumps(
+            {
+                "library": "gpflux",
+                "version": gpflux.__version__,
+                "tensorflow": tf.__version__,
+                "results": out,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

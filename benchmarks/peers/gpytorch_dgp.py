@@ -1,4 +1,5 @@
-"""Seconds per gradient step of GPyTorch's deep GP (run by benchmarks/dgp_step.py in the peers' venv).
+"""Seconds per gradient step of GPyTorch's deep GP (run by benchmarks/dgp_step.py in the peers'
+venv).
 
 Usage: python gpytorch_dgp.py DATA.npz CONFIGS_JSON  -> prints one JSON object on its last line.
 Each config: {"layers": L, "batch": B, "dtype": "float64" | "float32"}. The model is the DeepGP of
@@ -6,6 +7,7 @@ GPyTorch's documentation: inner layers of width D with a linear mean, one kernel
 M = 100 inducing inputs per output (batched), whitened Cholesky variational distributions,
 ScaleKernel(RBF with ARD); one sample (num_likelihood_samples(1)), Adam, 2 threads.
 """
+
 import json
 import sys
 import time
@@ -27,8 +29,12 @@ class Layer(DeepGPLayer):
         dist = CholeskyVariationalDistribution(num_inducing, batch_shape=batch)
         strategy = VariationalStrategy(self, inducing, dist, learn_inducing_locations=True)
         super().__init__(strategy, input_dims, output_dims)
-        self.mean_module = LinearMean(input_dims) if linear_mean else ConstantMean(batch_shape=batch)
-        self.covar_module = ScaleKernel(RBFKernel(batch_shape=batch, ard_num_dims=input_dims), batch_shape=batch)
+        self.mean_module = (
+            LinearMean(input_dims) if linear_mean else ConstantMean(batch_shape=batch)
+        )
+        self.covar_module = ScaleKernel(
+            RBFKernel(batch_shape=batch, ard_num_dims=input_dims), batch_shape=batch
+        )
 
     def forward(self, x):
         return MultivariateNormal(self.mean_module(x), self.covar_module(x))
@@ -37,7 +43,9 @@ class Layer(DeepGPLayer):
 class Model(DeepGP):
     def __init__(self, dims, layers, num_inducing=100):
         super().__init__()
-        self.inner = torch.nn.ModuleList([Layer(dims, dims, num_inducing, True) for _ in range(layers - 1)])
+        self.inner = torch.nn.ModuleList(
+            [Layer(dims, dims, num_inducing, True) for _ in range(layers - 1)]
+        )
         self.last = Layer(dims, None, num_inducing, False)
         self.likelihood = gpytorch.likelihoods.GaussianLikelihood()
 
@@ -52,7 +60,9 @@ def step_seconds(x, y, layers, batch, dtype, repeats):
     x = torch.as_tensor(x[:batch], dtype=dtype)
     y = torch.as_tensor(y[:batch, 0], dtype=dtype)
     model = Model(x.shape[1], layers).to(dtype)
-    mll = gpytorch.mlls.DeepApproximateMLL(gpytorch.mlls.VariationalELBO(model.likelihood, model, batch))
+    mll = gpytorch.mlls.DeepApproximateMLL(
+        gpytorch.mlls.VariationalELBO(model.likelihood, model, batch)
+    )
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
 
     def step():
@@ -77,10 +87,25 @@ def main():
     data = np.load(sys.argv[1])
     out = []
     for c in json.loads(sys.argv[2]):
-        s = step_seconds(data["x"], data["y"], c["layers"], c["batch"], getattr(torch, c["dtype"]), c.get("repeats", 10))
+        s = step_seconds(
+            data["x"],
+            data["y"],
+            c["layers"],
+            c["batch"],
+            getattr(torch, c["dtype"]),
+            c.get("repeats", 10),
+        )
         out.append(dict(c, seconds=s))
-    print(json.dumps({"library": "gpytorch", "version": gpytorch.__version__, "torch": torch.__version__,
-                      "results": out}))
+    print(
+        json.dumps(
+            {
+                "library": "gpytorch",
+                "version": gpytorch.__version__,
+                "torch": torch.__version__,
+                "results": out,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
