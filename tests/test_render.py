@@ -130,3 +130,48 @@ def test_the_scorecard_and_the_glued_numbers_render(site, browser):
             browser.execute_script("return document.querySelectorAll('table.scorecard').length")
             == 1
         ), page
+
+
+OVERFLOW = """
+const wide = [];
+const over = (el, room) => el.scrollWidth > room + 1;
+for (const pre of document.querySelectorAll('main div.highlight pre')) {
+  if (!pre.closest('.cell_output') && over(pre, pre.clientWidth)) {
+    const line = pre.innerText.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '');
+    wide.push(['code', pre.scrollWidth, pre.clientWidth, line.slice(0, 80)]);
+  }
+}
+for (const m of document.querySelectorAll('main mjx-container[display="true"]')) {
+  const drawn = m.firstElementChild ? m.firstElementChild.getBoundingClientRect().width : 0;
+  const room = m.getBoundingClientRect().width;
+  if (drawn > room + 1) {
+    const items = MathJax.startup.document.getMathItemsWithin(m);
+    wide.push(['equation', Math.round(drawn), Math.round(room),
+               items.length ? items[0].math.slice(0, 80) : '']);
+  }
+}
+for (const t of document.querySelectorAll('main table')) {
+  if (over(t, t.parentElement.clientWidth)) {
+    wide.push(['table', t.scrollWidth, t.parentElement.clientWidth, t.innerText.slice(0, 80)]);
+  }
+}
+return wide;
+"""
+
+
+def book_pages():
+    return sorted(p.relative_to(HTML).as_posix() for p in (HTML / "book").glob("*.html"))
+
+
+@pytest.mark.parametrize("page", book_pages() or ["book/intro.html"])
+def test_nothing_is_wider_than_the_column(site, browser, page):
+    """At 1280 px: no code cell, display equation or table wider than the text column."""
+    browser.get(site + page)
+    wait_for(
+        browser,
+        "return !document.querySelector('.math') || (window.MathJax && MathJax.startup"
+        " && MathJax.startup.document && document.querySelectorAll('mjx-container').length)",
+    )
+    time.sleep(0.5)  # MathJax's layout of the last formulas
+    wide = browser.execute_script(OVERFLOW)
+    assert not wide, "\n".join(f"{k}: {w} px in {room} px: {what!r}" for k, w, room, what in wide)
