@@ -68,7 +68,7 @@ unit: $(STAMP)
 	$(PY) -m pytest tests -m "not render" $(XDIST)
 
 nbval: $(STAMP)
-	$(PY) -m pytest $(NBVAL) book/*.ipynb
+	LIB_PROGRESS=0 $(PY) -m pytest $(NBVAL) book/*.ipynb
 
 render: $(STAMP) browser
 	$(PY) -m pytest tests -m render
@@ -80,7 +80,7 @@ test: $(STAMP) browser
 	$(PY) tools/stages.py \
 	  "sync=$(MAKE) --no-print-directory sync" \
 	  "unit=$(PY) -m pytest tests -m 'not render' $(XDIST)" \
-	  "nbval=$(PY) -m pytest $(NBVAL) book/*.ipynb" \
+	  "nbval=LIB_PROGRESS=0 $(PY) -m pytest $(NBVAL) book/*.ipynb" \
 	  "book=$(MAKE) --no-print-directory book" \
 	  "render=$(PY) -m pytest tests -m render" \
 	  "floor=$(MAKE) --no-print-directory test-floor"

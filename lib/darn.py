@@ -1160,7 +1160,6 @@ def run_darn_uci(config: dict) -> list:
                 patience=config["patience"],
                 learning_rate=lr,
                 seed=config["seed"],
-                progress=False,
             )
 
         def epochs(hist):
@@ -1392,7 +1391,6 @@ def run_darn_mnist(config: dict) -> list:
             eval_every=config["eval_every"],
             patience=config["patience"],
             seed=config["seed"],
-            progress=False,
             checkpoint_dir=checkpoint_dir,
             **train_kwargs,
         )

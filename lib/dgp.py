@@ -1028,7 +1028,7 @@ def run_uci_model(
     whiten: bool = False,
     ard: bool = True,
     seed: int = 0,
-    progress: bool = False,
+    progress: bool = True,
     data_dir=None,
     checkpoint_dir=None,
 ) -> dict:
@@ -1313,7 +1313,6 @@ def run_dgp_mnist(config: dict) -> list:
             y,
             steps=config["steps"],
             batch_size=config["batch_size"],
-            progress=False,
             checkpoint_dir=checkpoint_dir,
         )
         row = {

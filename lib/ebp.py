@@ -16,7 +16,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr
 
 from lib.toolkit import Array, Float, Function, Instance, Int, Key, Maybe, NonFiniteError, OneOf
-from lib.toolkit import checks
+from lib.toolkit import Bool, Progress, checks
 from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
 from lib.toolkit import experiment as _experiment
 from lib.toolkit import mnist_arrays
@@ -329,7 +329,12 @@ def _as_device(x):
 
 
 @checks(
-    net=Instance(EBPNet), key=Key(), epochs=Int(1), batch_size=Int(1), evaluate=Maybe(Function())
+    net=Instance(EBPNet),
+    key=Key(),
+    epochs=Int(1),
+    batch_size=Int(1),
+    evaluate=Maybe(Function()),
+    progress=Bool(),
 )
 def online_passes(
     net: EBPNet,
@@ -344,11 +349,12 @@ def online_passes(
     x_test=None,
     y_test=None,
     checkpoint_dir=None,
+    progress: bool = True,
 ) -> tuple[EBPNet, list]:
     """`epochs` shuffled passes of minibatch updates `spec` (the last partial minibatch of a pass is
     left out); after each, evaluate(net, x_test, y_test) -> dict. x: dense (n, M) or scipy.sparse.
     checkpoint_dir: save the network and the history there after every pass, and resume from the
-    latest."""
+    latest. progress: report the passes done and the latest test errors (toolkit `Progress`)."""
     x = check_inputs(x)
     y = check_labels(y, x.shape[0])
     if x.shape[1] != net.fields[0].shape[1]:
@@ -371,6 +377,7 @@ def online_passes(
         done, net, extra = restored
         history = extra["history"]
         note_restored(checkpoint_dir, done)
+    report = Progress(epochs, f"{spec[0].upper()} passes", initial=done, enabled=progress)
     for epoch in range(done, epochs):
         order = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), x.shape[0]))
         if isinstance(x, jax.Array):
@@ -392,6 +399,9 @@ def online_passes(
             history.append({"epoch": epoch + 1, **evaluate(net, x_test, y_test)})
         if checkpoint_dir is not None:
             save_checkpoint(checkpoint_dir, epoch + 1, net, {"history": history})
+        latest = history[-1] if history else {}
+        report.update(epoch + 1, {k: v for k, v in latest.items() if k != "epoch"})
+    report.close()
     return net, history
 
 
@@ -402,6 +412,7 @@ def online_passes(
     epochs=Int(1),
     batch_size=Int(1),
     extra_var=Float(0),
+    progress=Bool(),
 )
 def train_ebp(
     net: EBPNet,
@@ -416,9 +427,10 @@ def train_ebp(
     x_test=None,
     y_test=None,
     checkpoint_dir=None,
+    progress: bool = True,
 ) -> tuple[EBPNet, list]:
-    """Online EBP; returns (net, per-epoch test errors of EBP-P and EBP-D). checkpoint_dir: see
-    online_passes."""
+    """Online EBP; returns (net, per-epoch test errors of EBP-P and EBP-D). checkpoint_dir,
+    progress: see online_passes."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
 
@@ -440,6 +452,7 @@ def train_ebp(
         x_test=x_test,
         y_test=y_test,
         checkpoint_dir=checkpoint_dir,
+        progress=progress,
     )
 
 
@@ -501,6 +514,7 @@ def bp_update(net: EBPNet, x, y, lr: float, loss: str) -> EBPNet:
     loss=OneOf("ce", "mse"),
     epochs=Int(1),
     batch_size=Int(1),
+    progress=Bool(),
 )
 def train_bp(
     net: EBPNet,
@@ -515,10 +529,12 @@ def train_bp(
     x_test=None,
     y_test=None,
     checkpoint_dir=None,
+    progress: bool = True,
 ) -> tuple[EBPNet, list]:
     """Backpropagation baseline (SGD, constant learning rate) with the passes and minibatches of
     train_ebp; per epoch, the test errors of the network ("BP") and of its sign-clipped copy
-    ("clipped BP": weights sign(W), real biases, sign units). checkpoint_dir: see online_passes."""
+    ("clipped BP": weights sign(W), real biases, sign units). checkpoint_dir, progress: see
+    online_passes."""
     if loss not in ("ce", "mse"):
         raise ValueError(f"loss must be 'ce' or 'mse', got {loss!r}")
 
@@ -538,6 +554,7 @@ def train_bp(
         x_test=x_test,
         y_test=y_test,
         checkpoint_dir=checkpoint_dir,
+        progress=progress,
     )
 
 

@@ -21,6 +21,7 @@ import optax
 from flax import nnx
 
 from lib.toolkit import (
+    Progress,
     _global_norm,
     check_array,
     check_finite,
@@ -1060,12 +1061,6 @@ def train_nram(
     latest checkpoint found
     there: the result is that of an uninterrupted run.
     """
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from tqdm.auto import tqdm
-
     spec = config.spec()
     if config.task not in TASKS:
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {config.task!r}")
@@ -1102,14 +1097,10 @@ def train_nram(
             curriculum.level, curriculum.raised_at = extra["level"], extra["raised_at"]
             history, done_chunks, spent = extra["history"], extra["chunks"], extra["seconds"]
             note_restored(checkpoint_dir, saved_at)
-    for c in tqdm(
-        range(done_chunks, n_chunks),
-        desc=f"NRAM {config.task}",
-        disable=not progress or None,
-        dynamic_ncols=True,
-        initial=done_chunks,
-        total=n_chunks,
-    ):
+    report = Progress(
+        config.steps, f"NRAM {config.task} seed {config.seed}", initial=saved_at, enabled=progress
+    )
+    for c in range(done_chunks, n_chunks):
         first = c * config.chunk
         k = min(config.chunk, config.steps - first)
         difficulty = np.stack([curriculum.sample(rng, config.batch_size) for _ in range(k)])
@@ -1141,10 +1132,10 @@ def train_nram(
         history["grad_norm"].append(float(gnorm.mean()))
         if log is not None:
             log({k: v[-1] for k, v in history.items()})
-        key = (
-            curriculum.level,
-            -error_level,
-        )  # higher level first, then lower error there; ties: the later
+        shown = ("loss", "error", "level")
+        report.update(first + k, {name: history[name][-1] for name in shown})
+        # higher level first, then lower error there; ties: the later
+        key = (curriculum.level, -error_level)
         if config.keep_best and (best_key is None or key >= best_key):
             best, best_key = (state[0], first + k), key
         curriculum.update(first + k, error_level)
@@ -1167,6 +1158,7 @@ def train_nram(
                     "seconds": spent + time.perf_counter() - began,
                 },
             )
+    report.close()
     params, rest, _ = state
     if not config.keep_best:
         best = (params, config.steps)
@@ -1550,21 +1542,6 @@ def time_machines(
 
 
 # %% book/nram.md
-def _progress_log(name: str, every: int) -> Callable:
-    """A train_nram `log` that prints one line every `every` steps (for long runs in the
-    background)."""
-
-    def log(row):
-        if row["step"] % every == 0:
-            print(
-                f"{name}: step {row['step']} loss {row['loss']:.3f} error {row['error']:.4f} "
-                f"level {row['level']}",
-                flush=True,
-            )
-
-    return log
-
-
 def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
     """What a results row keeps of one training run: its configuration, curriculum, history and the
     selected controller."""
@@ -1619,12 +1596,7 @@ def run_nram(config: dict) -> list:
             )
 
             def unit(checkpoint_dir, task=task, seed=seed, train=train):
-                result = train_nram(
-                    train,
-                    progress=False,
-                    log=_progress_log(f"{task} seed {seed}", every=2000),
-                    checkpoint_dir=checkpoint_dir,
-                )
+                result = train_nram(train, checkpoint_dir=checkpoint_dir)
                 top = evaluate(
                     result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1
                 )
@@ -1719,7 +1691,7 @@ def run_nram_search(config: dict) -> list:
         train = dataclasses.replace(base, seed=i, steps=config["steps"], **setting)
 
         def unit(checkpoint_dir, i=i, setting=setting, train=train):
-            result = train_nram(train, progress=False, checkpoint_dir=checkpoint_dir)
+            result = train_nram(train, checkpoint_dir=checkpoint_dir)
             top = evaluate(
                 result.controller,
                 train,
@@ -1861,12 +1833,7 @@ def run_nram_hard(config: dict) -> list:
                 )
 
                 def unit(checkpoint_dir, task=task, setting=setting, seed=seed, train=train):
-                    result = train_nram(
-                        train,
-                        progress=False,
-                        checkpoint_dir=checkpoint_dir,
-                        log=_progress_log(f"{task} {setting} seed {seed}", every=2000),
-                    )
+                    result = train_nram(train, checkpoint_dir=checkpoint_dir)
                     top = evaluate(
                         result.controller,
                         train,

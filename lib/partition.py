@@ -19,6 +19,7 @@ from scipy.special import erfc, erfcinv
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, NonFiniteError
 from lib.toolkit import OneOf, checks
 from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
+from lib.toolkit import Progress
 from lib.toolkit import experiment as _experiment
 
 
@@ -694,6 +695,7 @@ def _check_finite_state(state: SMLState, t: int, n: int, lr, alpha) -> None:
     checkpoint_every=Int(1),
     adapt=Bool(),
     adapt_step=Float(0, 1, low_open=True),
+    progress=Bool(),
 )
 def train_sml_pt(
     rbm: RBM,
@@ -719,6 +721,7 @@ def train_sml_pt(
     checkpoint_every: int = 20_000,
     adapt: bool = False,
     adapt_step: float = 0.5,
+    progress: bool = True,
 ) -> SMLResult:
     """Train `rbm` by SML with parallel tempering (M = len(betas) temperatures, n_chains each) and
     track log Z.
@@ -734,6 +737,7 @@ def train_sml_pt(
     adapt: after every evaluation, move the temperatures by `adapt_betas(..., step=adapt_step)`
     using the swap rates since the previous one; each evaluation row then holds the betas of the
     next updates.
+    progress: report the updates done and the latest evaluation (toolkit `Progress`).
     """
     x_train = check_binary(x_train, "x_train", rbm.n_visible, jnp.uint8)
     if x_valid is not None:
@@ -767,6 +771,7 @@ def train_sml_pt(
             betas = check_betas(extra["betas"]) if "betas" in extra else betas
             history = [extra["arrays"]]
             note_restored(checkpoint_dir, saved_at)
+    report = Progress(steps, "SML-PT", initial=t - start, enabled=progress)
     while t < start + steps and not stopped:
         n = min(eval_every, start + steps - t)
         began = time.perf_counter()
@@ -804,6 +809,7 @@ def train_sml_pt(
             betas = adapt_betas(betas, history[-1]["swap_rate"].mean(0), step=adapt_step)
             row["betas"] = [round(float(b), 6) for b in np.asarray(betas)]
         evals.append(row)
+        report.update(t - start, {k: v for k, v in row.items() if k in ("log_z", "valid_ll")})
         if patience is not None:
             if row["valid_ll"] > best_ll:
                 best_ll, best_step, best_params, since_best = row["valid_ll"], t, state.params, 0
@@ -830,6 +836,7 @@ def train_sml_pt(
                 },
                 arrays=history[0],
             )
+    report.close()
     history = {k: np.concatenate([h[k] for h in history]) for k in history[0]}
     if patience is not None:
         return SMLResult(nnx.merge(graphdef, best_params, rest), state, history, evals, best_step)
@@ -844,7 +851,14 @@ def time_sml_pt(rbm: RBM, x_train, key, *, steps: int = 1000, repeats: int = 2, 
     for r in range(repeats + 1):
         for track in (False, True):
             res = train_sml_pt(
-                rbm, x_train, key, steps=steps, eval_every=steps, track=track, **kwargs
+                rbm,
+                x_train,
+                key,
+                steps=steps,
+                eval_every=steps,
+                track=track,
+                progress=False,
+                **kwargs,
             )
             if r:
                 seconds[track].append(res.evals[-1]["seconds"] / steps)

@@ -563,6 +563,95 @@ def check_finite(step: int, metrics: dict, hint: str = "") -> None:
 
 
 # %% book/toolkit.md
+_PROGRESS: dict = {"enabled": None, "every_seconds": None}
+
+
+@checks(enabled=Maybe(Bool()), every_seconds=Maybe(Float(0, low_open=True)))
+def set_progress(enabled: bool | None = None, every_seconds: float | None = None) -> None:
+    """Turn the progress reports of every loop on or off (None: from the environment, where
+    LIB_PROGRESS=0 or TQDM_DISABLE=1 turn them off), and set the seconds between two log lines
+    when the output is not a terminal (None: LIB_PROGRESS_SECONDS, default 60)."""
+    _PROGRESS.update(enabled=enabled, every_seconds=every_seconds)
+
+
+def progress_enabled() -> bool:
+    """Whether progress reports are on (set_progress, else the environment)."""
+    if _PROGRESS["enabled"] is not None:
+        return _PROGRESS["enabled"]
+    off = ("0", "false", "no", "off")
+    wanted = os.environ.get("LIB_PROGRESS", "1").lower() not in off
+    bars_off = os.environ.get("TQDM_DISABLE", "0").lower() not in off + ("",)
+    return wanted and not bars_off
+
+
+def _interactive() -> bool:
+    """A terminal or a Jupyter kernel, where a bar can redraw itself."""
+    return "ipykernel" in sys.modules or (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+
+
+class Progress:
+    """The progress of a loop of `total` steps: a tqdm bar in a terminal or notebook; otherwise a
+    line on stderr every few seconds (set_progress) with the step, the metrics and the time.
+
+    with Progress(total, "train", initial=start, enabled=progress) as report:
+        ... report.update(step, {"loss": loss})
+    """
+
+    def __init__(self, total: int, desc: str, *, initial: int = 0, enabled: bool = True):
+        self.total, self.desc, self.n, self.metrics = total, desc, initial, {}
+        self.on = bool(enabled) and progress_enabled()
+        self.began = self.last = time.perf_counter()
+        self.bar = None
+        if self.on and _interactive():
+            import warnings
+
+            with warnings.catch_warnings():  # tqdm.auto warns when Jupyter has no ipywidgets
+                warnings.simplefilter("ignore")
+                from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, initial=initial, desc=desc, dynamic_ncols=True)
+
+    def update(self, n: int, metrics: dict | None = None) -> None:
+        """The loop has done `n` of its `total` steps; `metrics`: the latest scalars to show."""
+        self.n = n
+        if metrics:
+            self.metrics = {k: float(np.asarray(v)) for k, v in metrics.items()}
+        if not self.on:
+            return
+        if self.bar is not None:
+            self.bar.update(n - self.bar.n)
+            shown = {k: f"{v:.4g}" for k, v in self.metrics.items()}
+            self.bar.set_postfix(shown, refresh=False)
+            return
+        every = _PROGRESS["every_seconds"] or float(os.environ.get("LIB_PROGRESS_SECONDS", 60))
+        if time.perf_counter() - self.last >= every:
+            self.line()
+
+    def line(self) -> None:
+        """Write the report as one line on stderr."""
+        self.last = time.perf_counter()
+        elapsed = self.last - self.began
+        shown = "".join(f", {k} {v:.4g}" for k, v in self.metrics.items())
+        print(
+            f"{self.desc}: {self.n}/{self.total}{shown}; {elapsed / 60:.1f} min",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.on:
+            self.line()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+# %% book/toolkit.md
 @dataclasses.dataclass
 class FitResult:
     """What `fit` returns: the final state, per-step metrics, and where the run started."""
@@ -741,12 +830,6 @@ def fit(
     compiler_options: XLA options for compiling the step (`jax.jit(..., compiler_options=)`).
     The step runs over the state's leaves (`FlatStep`).
     """
-    import warnings
-
-    with warnings.catch_warnings():  # tqdm.auto warns when Jupyter has no ipywidgets
-        warnings.simplefilter("ignore")
-        from tqdm.auto import tqdm
-
     if not isinstance(num_steps, (int, np.integer)) or num_steps < 0:
         raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
     if log_every < 1:
@@ -790,18 +873,13 @@ def fit(
         pending.clear()
         return host[-1]
 
-    # progress=True leaves `disable` unset, so the environment (TQDM_DISABLE=1) can still turn bars
-    # off
-    bar_options = {} if progress else {"disable": True}
-    with tqdm(total=num_steps, initial=start, desc=desc, dynamic_ncols=True, **bar_options) as bar:
+    with Progress(num_steps, desc, initial=start, enabled=progress) as report:
         while t < end:
             leaves, metrics = jitted(leaves, feed(t), step_key(key, t))
             pending.append((t, metrics))
             t += 1
             if t % log_every == 0 or t == end:
-                last = flush()
-                bar.update(t - bar.n)
-                bar.set_postfix({k: f"{float(v):.4g}" for k, v in last.items()}, refresh=False)
+                report.update(t, flush())
                 if checkpoint_dir is not None and (t % checkpoint_every == 0 or t == num_steps):
                     save_checkpoint(
                         checkpoint_dir, t, jitted.unflatten(leaves), {"history": history}
@@ -1068,7 +1146,8 @@ def experiment(name: str, *, chapter: str, book: dict, paper: dict, description:
     def register(fn):
         if name in EXPERIMENTS and EXPERIMENTS[name].fn.__qualname__ != fn.__qualname__:
             raise ValueError(f"experiment {name!r} is registered twice")
-        doc = description or (fn.__doc__ or "").strip().split("\n")[0]
+        # the first paragraph of the docstring, on one line
+        doc = description or " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
         EXPERIMENTS[name] = Experiment(
             name, chapter, fn, {"book": dict(book), "paper": dict(paper)}, doc
         )
@@ -1509,6 +1588,31 @@ def glue(name: str, value, display: bool = False) -> None:
     ipy_display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
 
 
+def experiment_list(width: int = 100) -> str:
+    """The registered experiments, each with its description and presets, wrapped at `width`."""
+    import textwrap
+
+    def wrap(text, first, rest):
+        return textwrap.fill(
+            text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False
+        )
+
+    lines = [
+        wrap(
+            "python -m lib NAME [--preset book|paper] runs one; book (the default) is the "
+            "chapter's size, paper the paper's:",
+            "",
+            "",
+        )
+    ]
+    for exp in sorted(EXPERIMENTS.values(), key=lambda e: (e.chapter, e.name)):
+        lines += ["", f"{exp.name}  ({exp.chapter} chapter)", wrap(exp.description, "    ", "    ")]
+        for p in PRESETS:
+            settings = " ".join(f"{k}={json.dumps(v)}" for k, v in exp.presets[p].items())
+            lines.append(wrap(settings, f"    {p + ':':7s}", " " * 11))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m lib`: list the registered experiments, run one, or print the scorecard."""
     args_in = sys.argv[1:] if argv is None else list(argv)
@@ -1516,11 +1620,18 @@ def main(argv: list[str] | None = None) -> int:
         return scorecard_main(args_in[1:])  # defined with the reproduction record below
     parser = argparse.ArgumentParser(
         prog="python -m lib",
-        description="Run the book's paper-scale experiments "
+        description="Run the experiments of the book's chapters "
         "(`python -m lib scorecard [--json]`: what reproduces).",
     )
     parser.add_argument("experiment", nargs="?", help="experiment name (omit to list them)")
-    parser.add_argument("--preset", choices=PRESETS, default="paper")
+    parser.add_argument(
+        "--preset",
+        choices=PRESETS,
+        default="book",
+        help="book (the default): the chapter's size, minutes on a laptop CPU; paper: the "
+        "paper's configuration, hours to weeks of CPU (an accelerator, or --set and --part to "
+        "run it in pieces)",
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -1542,14 +1653,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="discard what an interrupted run of this experiment left, instead of resuming it",
     )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress reports (default: a bar in a terminal, a line a minute to a file)",
+    )
     args = parser.parse_args(args_in)
     if args.experiment is None:
-        print("experiments (python -m lib NAME --preset {book,paper}):")
-        for exp in sorted(EXPERIMENTS.values(), key=lambda e: (e.chapter, e.name)):
-            print(f"  {exp.name:28s} [{exp.chapter}] {exp.description}")
-            for p in PRESETS:
-                print(f"      {p:5s} {json.dumps(exp.presets[p])}")
+        print(experiment_list())
         return 0
+    if args.quiet:
+        set_progress(False)
     overrides = {}
     for item in args.set:
         if "=" not in item:
@@ -1650,7 +1764,13 @@ def run_unit(name: str, compute: Callable[[Path | None], Any]) -> Any:
         return json.loads(done.read_text())["result"]
     checkpoint_dir = run.directory / "checkpoints" / _safe_name(name)
     run.names[checkpoint_dir.name] = name
+    began = time.perf_counter()
+    if progress_enabled():
+        print(f"unit {name}: started", file=sys.stderr, flush=True)
     result = json.loads(json.dumps(compute(checkpoint_dir), default=float))
+    if progress_enabled():
+        minutes = (time.perf_counter() - began) / 60
+        print(f"unit {name}: done in {minutes:.1f} min", file=sys.stderr, flush=True)
     done.parent.mkdir(parents=True, exist_ok=True)
     partial_file = done.with_suffix(".tmp")
     partial_file.write_text(json.dumps({"name": name, "result": result}) + "\n")
@@ -1700,7 +1820,6 @@ def run_mnist_softmax(config: dict) -> list:
                 key=key,
                 first_step=done,
                 log_every=max(1, target - done),
-                progress=False,
             ).state
             done = target
             loss, metrics = softmax_loss(nnx_model(graphdef, now), (x_test, y_test), key)
@@ -2098,6 +2217,7 @@ __all__ = [
     "PAPERS",
     "PRESETS",
     "PRESET_ENV",
+    "Progress",
     "SELECTORS",
     "STATUSES",
     "ScorecardTable",
@@ -2117,6 +2237,7 @@ __all__ = [
     "default_results_dir",
     "evaluate",
     "experiment",
+    "experiment_list",
     "fit",
     "glue",
     "load_results",
@@ -2129,6 +2250,7 @@ __all__ = [
     "nnx_train_state",
     "note_restored",
     "preset",
+    "progress_enabled",
     "project_root",
     "provenance",
     "read_key_path",
@@ -2144,6 +2266,7 @@ __all__ = [
     "scorecard_counts",
     "scorecard_main",
     "set_lapack_threads",
+    "set_progress",
     "shard_batch",
     "softmax_loss",
     "step_key",

@@ -335,6 +335,13 @@ def test_compare_to_preset_tells_a_part_from_a_reduced_run():
 def test_python_m_lib_lists_and_reports_errors():
     out = subprocess.run([sys.executable, "-m", "lib"], capture_output=True, text=True)
     assert out.returncode == 0 and "toolkit-mnist-softmax" in out.stdout and "paper" in out.stdout
+    assert max(len(line) for line in out.stdout.splitlines()) <= 100  # readable at 100 columns
+    for name, exp in T.EXPERIMENTS.items():  # every experiment, with its whole description
+        assert name in out.stdout
+        assert " ".join(exp.description.split()[-3:]) in " ".join(out.stdout.split()), name
+    helped = subprocess.run([sys.executable, "-m", "lib", "--help"], capture_output=True, text=True)
+    text = " ".join(helped.stdout.split())
+    assert "book (the default)" in text and "--quiet" in text, helped.stdout
     bad = subprocess.run([sys.executable, "-m", "lib", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no experiment 'nope'" in bad.stderr
     for setting, expected in (
@@ -773,3 +780,44 @@ def test_run_kind_tells_paper_runs_parts_and_reduced_runs():
 
 def test_glue_outside_a_notebook_does_nothing():
     assert T.glue("x", np.float64(0.5)) is None
+
+
+def test_progress_writes_lines_to_a_file_and_is_quiet_when_asked(capsys, monkeypatch):
+    """Output that is not a terminal gets one line per interval (step, metrics, minutes) and a
+    last line; set_progress(False) and LIB_PROGRESS=0 silence every report."""
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    monkeypatch.delenv("LIB_PROGRESS", raising=False)
+    monkeypatch.setattr(T, "_interactive", lambda: False)
+    step = jax.jit(lambda s, b, k: (s + b, {"loss": s + b}))
+    try:
+        T.set_progress(True, every_seconds=1e-9)  # a line at every log_every boundary
+        T.fit(
+            step,
+            jnp.zeros(()),
+            lambda t: jnp.ones(()),
+            6,
+            key=jax.random.key(0),
+            log_every=2,
+            desc="demo",
+        )
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines[0].startswith("demo: 2/6, loss 2; ") and lines[0].endswith(" min"), lines
+        assert [line.split(",")[0] for line in lines] == [
+            "demo: 2/6",
+            "demo: 4/6",
+            "demo: 6/6",
+            "demo: 6/6",
+        ]
+        T.set_progress(False)
+        T.fit(step, jnp.zeros(()), lambda t: jnp.ones(()), 6, key=jax.random.key(0), log_every=2)
+        assert capsys.readouterr().err == ""
+        T.set_progress(None)
+        monkeypatch.setenv("LIB_PROGRESS", "0")
+        assert not T.progress_enabled()
+        with T.Progress(3, "x") as report:
+            report.update(3, {"a": 1.0})
+        assert capsys.readouterr().err == ""
+    finally:
+        T.set_progress(None)
+    with pytest.raises(ValueError, match="every_seconds"):
+        T.set_progress(True, every_seconds=0)

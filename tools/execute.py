@@ -6,8 +6,9 @@
 
 The inputs come from the MyST source `book/<name>.md`; the result is written to its twin
 `book/<name>.ipynb` with stable metadata (no timestamps, no interpreter version, fixed cell ids),
-so re-running an unchanged chapter whose computations are seeded leaves git clean. Progress bars
-are switched off while executing (TQDM_DISABLE=1): their rates would differ on every run.
+so re-running an unchanged chapter whose computations are seeded leaves git clean. Progress reports
+are switched off while executing (TQDM_DISABLE=1, LIB_PROGRESS=0): their rates would differ on
+every run.
 """
 
 from __future__ import annotations
@@ -103,9 +104,10 @@ def execute(md: Path, timeout: int = 1200, slowest: int = 0) -> float:
     normalise(nb)
     env_before = {
         k: os.environ.get(k)
-        for k in ("TQDM_DISABLE", "PYTHONHASHSEED", "MPLBACKEND", "LIB_DATA_DIR")
+        for k in ("TQDM_DISABLE", "LIB_PROGRESS", "PYTHONHASHSEED", "MPLBACKEND", "LIB_DATA_DIR")
     }
     os.environ["TQDM_DISABLE"] = "1"
+    os.environ["LIB_PROGRESS"] = "0"  # no progress reports in the stored outputs
     os.environ["PYTHONHASHSEED"] = "0"
     os.environ.pop("MPLBACKEND", None)
     if os.environ.get("LIB_DATA_DIR"):
