@@ -3,15 +3,16 @@
 Each module is generated from the book chapter of the same name (book/<module>.md) and is
 imported on first use, so `import lib` stays light:
 
-    data      the papers' datasets: loaders, parsers, fingerprints      (Appendix A)
-    toolkit   training loop, NaN/Inf stop, seeding, checkpoints, presets,
-              paper-scale experiments (`python -m lib`)                  (Appendix B)
-    darn      deep autoregressive networks: binary stochastic layers, Appendix A's gradient
-    partition RBMs trained by SML with parallel tempering; log Z tracked by IS, bridge
-              sampling and a Kalman filter; exact log Z; AIS
-    ebp       expectation backpropagation: binary / real weights, sparse inputs, BP baseline
-    nram      neural random-access machines: gates on distributions, fuzzy and discretised machines,
-    tasks dgp       deep Gaussian processes, doubly stochastic variational inference
+    data       the papers' datasets: loaders, parsers, fingerprints             (Appendix A)
+    toolkit    training loop, NaN/Inf stop, seeding, checkpoints, presets,
+               paper-scale experiments (`python -m lib`)                        (Appendix B)
+    darn       deep autoregressive networks: binary stochastic layers, Appendix A's gradient
+    partition  RBMs trained by SML with parallel tempering; log Z tracked by IS, bridge
+               sampling and a Kalman filter; exact log Z; AIS
+    ebp        expectation backpropagation: binary / real weights, sparse inputs, BP baseline
+    nram       neural random-access machines: gates on distributions, fuzzy and discretised
+               machines, tasks
+    dgp        deep Gaussian processes, doubly stochastic variational inference
 """
 
 import importlib

@@ -1,6 +1,12 @@
 # GENERATED FILE: do not edit. Source: book/darn.md. Edit the chapter, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
+"""Deep AutoRegressive Networks (Gregor et al. 2014), derived in book/darn.md.
 
+DARN: autoregressive binary stochastic layers with deterministic tanh layers, the encoder and
+the description-length bound, trained by the gradient of the paper's Appendix A or by
+REINFORCE; exact log p by enumeration and importance-sampled log p; the baselines of Tables 1-2
+(mixtures of Bernoullis by EM, FVSBN, NADE) and the experiments that run them.
+"""
 
 # %% book/darn.md
 from __future__ import annotations

@@ -1,6 +1,11 @@
 # GENERATED FILE: do not edit. Source: book/data.md. Edit the chapter, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
+"""The papers' datasets, derived in book/data.md (Appendix A).
 
+Loaders that take `data_dir`, else LIB_DATA_DIR, else a per-user cache, and download on a
+machine with internet; the parsers of their formats (IDX, AMAT, libsvm, MATLAB, UCI splits);
+the SHA-256 fingerprints every file is checked against.
+"""
 
 # %% book/data.md
 from __future__ import annotations

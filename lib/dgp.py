@@ -1,6 +1,12 @@
 # GENERATED FILE: do not edit. Source: book/dgp.md. Edit the chapter, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
+"""Doubly stochastic variational inference for deep GPs (Salimbeni & Deisenroth 2017), derived
+in book/dgp.md.
 
+Sparse variational GP layers (the marginals, their whitened form, the KL term), the deep GP's
+doubly stochastic bound with its custom Cholesky gradient, training and evaluation, and the
+UCI, kin8nm and MNIST experiments of the paper.
+"""
 
 # %% book/dgp.md
 from __future__ import annotations

@@ -1,6 +1,11 @@
 # GENERATED FILE: do not edit. Source: book/ebp.md. Edit the chapter, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
+"""Expectation Backpropagation (Soudry et al. 2014), derived in book/ebp.md.
 
+Mean-field networks of binary or real weights with sign units: the forward pass of means and
+variances, the EBP update, the EBP-P and EBP-D predictors, sparse inputs, the backpropagation
+baselines, and the text and MNIST experiments of Table 1.
+"""
 
 # %% book/ebp.md
 from __future__ import annotations

@@ -1,6 +1,11 @@
 # GENERATED FILE: do not edit. Source: book/nram.md. Edit the chapter, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
+"""Neural Random-Access Machines (Kurach et al. 2016), derived in book/nram.md.
 
+Gates on distributions over integers, the fuzzy machine and its discretised twin, the
+controller, the curriculum and the trainer, the easy and hard tasks of Table 1, execution
+traces, and the experiments (training, random search, hard tasks).
+"""
 
 # %% book/nram.md
 from __future__ import annotations

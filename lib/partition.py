@@ -1,6 +1,11 @@
 # GENERATED FILE: do not edit. Source: book/partition.md. Edit the chapter, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
+"""On Tracking the Partition Function (Desjardins et al. 2011), derived in book/partition.md.
 
+RBMs and their tempered family, SML with parallel tempering, the log Z tracker (importance
+sampling, bridge sampling and the Kalman filter over both), exact log Z by enumeration, AIS,
+adaptive tempering, and the experiments of Table 1 and Figure 3.
+"""
 
 # %% book/partition.md
 from __future__ import annotations

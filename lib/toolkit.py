@@ -1,6 +1,12 @@
 # GENERATED FILE: do not edit. Source: book/toolkit.md. Edit the chapter, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
+"""The book's toolkit, derived in book/toolkit.md (Appendix B).
 
+Argument contracts (`checks`), the training loop `fit` (NaN/Inf stop, checkpoints, resume,
+progress reports, data parallelism), Flax NNX steps, seeding, presets, the experiment registry
+and `python -m lib`, results files and their provenance, and the reproduction record (claims
+and the scorecard).
+"""
 
 # %% book/toolkit.md
 from __future__ import annotations

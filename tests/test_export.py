@@ -132,6 +132,32 @@ def test_export_requires_default_exp(repo):
     assert res.returncode == 2 and "no `#| default_exp" in res.stderr
 
 
+def test_the_default_exp_cell_gives_the_module_its_docstring(repo):
+    md = repo / "book" / "demo.md"
+    text = md.read_text().replace(
+        "#| default_exp demo", '#| default_exp demo\n"""Circles (derived in book/demo.md)."""'
+    )
+    md.write_text(text)
+    assert run(repo).returncode == 0
+    module = (repo / "lib" / "demo.py").read_text()
+    namespace = {}
+    exec(compile(module, "demo.py", "exec"), namespace)
+    assert namespace["__doc__"] == "Circles (derived in book/demo.md)."
+    md.write_text(text.replace('"""Circles (derived in book/demo.md)."""', "x = 1"))
+    out = run(repo)
+    assert out.returncode != 0 and "only the module's docstring" in out.stderr
+
+
+def test_every_module_of_lib_has_a_docstring_naming_its_chapter():
+    import importlib
+
+    import lib
+
+    for name in lib.MODULES:
+        doc = importlib.import_module(f"lib.{name}").__doc__
+        assert doc and f"book/{name}.md" in doc, name
+
+
 def test_the_repository_is_in_sync():
     """The check CI runs: lib/ is exactly what the chapters export, and tracked."""
     problems = export.check(ROOT)

@@ -5,7 +5,9 @@
     python tools/export.py --check    write nothing; fail if lib/ differs from the chapters
 
 Rules (DESIGN.md, "Notebook -> library export"):
-- a chapter names its module once, in a code cell `#| default_exp <module>`;
+- a chapter names its module once, in a code cell `#| default_exp <module>`; a string literal
+  below that line in the same cell is the module's docstring (what it holds, which chapter
+  derives it), written first in `lib/<module>.py`;
 - a code cell whose first line is `#| export` goes, verbatim and in order, into
   `lib/<module>.py`, after a header saying the file is generated, each cell preceded by a
   provenance marker `# %% book/<chapter>.md`;
@@ -52,6 +54,27 @@ def _strip_first_line(source: str) -> str:
     return body[1] if len(body) > 1 else ""
 
 
+def _module_docstring(src: str, body: str) -> str | None:
+    """The string literal of a `#| default_exp` cell (its source text), or None if it has none."""
+    if not body.strip():
+        return None
+    try:
+        tree = ast.parse(body)
+    except SyntaxError as err:
+        raise ExportError(f"{src}: the `#| default_exp` cell does not parse: {err.msg}") from err
+    if not (
+        len(tree.body) == 1
+        and isinstance(tree.body[0], ast.Expr)
+        and isinstance(tree.body[0].value, ast.Constant)
+        and isinstance(tree.body[0].value.value, str)
+    ):
+        raise ExportError(
+            f"{src}: the `#| default_exp` cell may hold only the module's docstring below the "
+            "directive"
+        )
+    return body
+
+
 def _bindings(tree: ast.Module):
     """Top-level bindings of a cell: (name, kind, import-text) for each bound name."""
     for node in tree.body:
@@ -81,6 +104,7 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
     md_lines = md.read_text().splitlines()
     src = rel(md, root)
     module = None
+    docstring = None
     cells = []
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -92,6 +116,7 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
             if not arg.isidentifier():
                 raise ExportError(f"{src}: `#| default_exp {arg}` is not a valid module name")
             module = arg
+            docstring = _module_docstring(src, _strip_first_line(cell.source).strip("\n"))
         if _directive(cell.source, "export") is not None:
             cells.append(cell.source)
     if not cells:
@@ -114,6 +139,8 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
     seen: dict[str, tuple[str, str | None, int]] = {}
     search_from = 0
     parts = [HEADER.format(src=src)]
+    if docstring is not None:
+        parts.append(docstring)  # the first cell's "\n\n# %%" leaves one blank line after it
     for source in cells:
         # the line of the cell in the chapter, for error messages (not written to lib/: a prose
         # edit above a cell would otherwise change every generated file below it)
