@@ -158,6 +158,16 @@ def test_every_module_of_lib_has_a_docstring_naming_its_chapter():
         assert doc and f"book/{name}.md" in doc, name
 
 
+def test_every_module_has_its_page_in_the_api_reference():
+    import lib
+
+    toc = (ROOT / "_toc.yml").read_text()
+    for name in lib.MODULES:
+        page = ROOT / "book" / f"api_{name}.md"
+        assert page.exists() and f".. automodule:: lib.{name}" in page.read_text(), name
+        assert f"file: book/api_{name}\n" in toc, name
+
+
 def test_the_repository_is_in_sync():
     """The check CI runs: lib/ is exactly what the chapters export, and tracked."""
     problems = export.check(ROOT)
