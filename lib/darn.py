@@ -30,6 +30,13 @@ from lib.toolkit import experiment as _experiment
 @checks(v=Array(), logits=Array())
 def bernoulli_log_prob(v, logits):
     """sum_j log Bernoulli(v_j | sigmoid(logits_j)) over the last axis (eq. darn-prior), stably."""
+    try:
+        np.broadcast_shapes(jnp.shape(v), jnp.shape(logits))
+    except ValueError:
+        raise ValueError(
+            f"logits must have the shape of v (or one that broadcasts with it): v has shape "
+            f"{tuple(jnp.shape(v))}, logits {tuple(jnp.shape(logits))}"
+        ) from None
     return jnp.sum(v * logits - jax.nn.softplus(logits), -1)
 
 
@@ -479,6 +486,7 @@ def darn_loss(
     With sparsity_weight > 0, adds the fDARN penalty (Section 9) on every stochastic layer's mean
     activity.
     """
+    x = model.check_x(x)
     hs, logq, logits = model.encode(x, key, pathwise=True, return_logits=True)
     F = jnp.mean(logq - model.log_joint(x, hs))
     activity = jnp.mean(
@@ -497,6 +505,7 @@ def reinforce_surrogate(model: DARN, x, key, baseline):
 
     baseline: b(x), broadcastable to x.shape[:-1] (no gradient flows into it here).
     """
+    x = model.check_x(x)
     hs, logq = model.encode(x, key, pathwise=False)
     F = logq - model.log_joint(x, hs)
     return F + jax.lax.stop_gradient(F - baseline) * logq, F

@@ -65,13 +65,21 @@ def data_home(data_dir: str | os.PathLike | None = None) -> tuple[Path, str]:
 
 
 # %% book/data.md
+def _existing_file(path) -> Path:
+    """`path` as a Path; FileNotFoundError naming it if there is no such file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"path {str(path)!r}: no such file")
+    return path
+
+
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read an IDX file (gzip or plain) of unsigned bytes into an array of its declared shape.
 
     Returns uint8 of shape (n, ...) as declared in the header; raises DatasetCorruptError when
     the header is invalid or the payload is shorter or longer than the header says.
     """
-    path = Path(path)
+    path = _existing_file(path)
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     except (OSError, EOFError, gzip.BadGzipFile) as err:
@@ -105,7 +113,7 @@ def read_amat(path: str | os.PathLike, n_columns: int | None = None) -> np.ndarr
     n_columns: keep only the first n_columns columns (None: all). Every line must have the same
     number of values, and every value must be 0 or 1.
     """
-    path = Path(path)
+    path = _existing_file(path)
     try:
         rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
         widths = {len(r) for r in rows}
@@ -128,7 +136,7 @@ def read_amat(path: str | os.PathLike, n_columns: int | None = None) -> np.ndarr
 # %% book/data.md
 def read_libsvm(path: str | os.PathLike, n_features: int) -> np.ndarray:
     """Read a libsvm file of binary features into uint8 of shape (n, n_features); labels dropped."""
-    path = Path(path)
+    path = _existing_file(path)
     rows = []
     try:
         for line_no, line in enumerate(path.read_text().splitlines(), 1):
@@ -158,7 +166,7 @@ def read_mat(path: str | os.PathLike) -> dict:
     import scipy.io
     import scipy.sparse
 
-    path = Path(path)
+    path = _existing_file(path)
     try:
         # scipy >= 1.15 can return sparse arrays directly; older versions return sparse matrices
         new_api = "spmatrix" in inspect.signature(scipy.io.loadmat).parameters

@@ -159,6 +159,15 @@ def softplus_inverse(y):
 @checks(x1=Array(ndim=2), x2=Array(ndim=2), lengthscales=Array(), variance=Float(0, low_open=True))
 def rbf(x1, x2, lengthscales, variance):
     """RBF kernel matrix (N1, N2) between x1 (N1, D) and x2 (N2, D) (Section 2)."""
+    if x2.shape[-1] != x1.shape[-1]:
+        raise ValueError(
+            f"x2 must have the {x1.shape[-1]} columns of x1, got shape {tuple(x2.shape)}"
+        )
+    if jnp.ndim(lengthscales) and jnp.shape(lengthscales)[-1] not in (1, x1.shape[-1]):
+        raise ValueError(
+            f"lengthscales must hold one value or one per input dimension ({x1.shape[-1]}), "
+            f"got shape {tuple(jnp.shape(lengthscales))}"
+        )
     a, b = x1 / lengthscales, x2 / lengthscales
     sq = jnp.sum(a**2, -1)[:, None] + jnp.sum(b**2, -1)[None, :] - 2.0 * a @ b.T
     return variance * jnp.exp(-0.5 * jnp.maximum(sq, 0.0))
@@ -256,6 +265,8 @@ def safe_cholesky(K, jitter: float, retries: int = 3):
     differentiable and jittable. If every try fails the NaNs are returned, and the training loop
     stops with a message naming the step (Appendix B).
     """
+    if K.ndim < 2 or K.shape[-1] != K.shape[-2]:
+        raise ValueError(f"K must be a square matrix (or a batch of them), got shape {K.shape}")
     eye = jnp.eye(K.shape[-1], dtype=K.dtype)
     L = jnp.linalg.cholesky(K + jitter * eye)
     for i in range(1, retries + 1):
@@ -980,6 +991,16 @@ def evaluate_dgp(
 
     x_test (N, D), y_test (N,) or (N, P), raw (not standardised).
     """
+    D = np.shape(std.x_mean)[-1] if np.ndim(std.x_mean) else None
+    if D is not None and np.shape(x_test)[1] != D:
+        raise ValueError(
+            f"x_test must have {D} columns (the training inputs'), got shape {np.shape(x_test)}"
+        )
+    if np.shape(y_test)[0] != np.shape(x_test)[0]:
+        raise ValueError(
+            f"y_test must have a row per row of x_test ({np.shape(x_test)[0]}), got shape "
+            f"{np.shape(y_test)}"
+        )
     xs, ys = std.x(x_test), std.y(y_test)
     key = jax.random.key(seed)
     log_dens, means = [], []

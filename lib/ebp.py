@@ -51,6 +51,13 @@ class SparseRows:
 def sparse_rows(x, rows=None, width: int | None = None) -> SparseRows:
     """The rows `rows` (default all) of a scipy.sparse matrix as SparseRows, padded to `width`
     nonzeros."""
+    import scipy.sparse as sp
+
+    if not sp.issparse(x):
+        raise TypeError(
+            f"x must be a scipy.sparse matrix (dense inputs need no SparseRows), got "
+            f"{type(x).__name__}"
+        )
     x = x if rows is None else x[np.asarray(rows)]
     x = x.tocoo()
     nnz = x.nnz if width is None else width
@@ -150,6 +157,12 @@ def ebp_forward(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
     Returns (inputs, mus, variances, <v_L>): inputs[l] is <v_{l-1}> (x for l = 0), each (B, width).
     extra_var: a constant added to every layer's summed variance (1 in the authors' code).
     """
+    width = net.fields[0].shape[1]
+    if not isinstance(x, SparseRows) and (jnp.ndim(x) != 2 or jnp.shape(x)[1] != width):
+        raise ValueError(
+            f"x must have shape (batch, {width}) (the network's input width), got "
+            f"{tuple(jnp.shape(x))}"
+        )
     inputs, mus, variances = [], [], []
     m = x
     for l, (h, b) in enumerate(zip(net.fields, net.biases)):
@@ -295,16 +308,18 @@ def one_vs_rest(labels, n_classes: int) -> np.ndarray:
 
 
 # %% book/ebp.md
-def check_labels(y, n: int | None = None):
+def check_labels(y, n: int | None = None, name: str = "y"):
+    """Labels of +-1, shape (n,) or (n, n_out), as a float32 (n, n_out) array; `n`: the number of
+    input rows they must match."""
     y = np.asarray(y)
     if y.ndim == 1:
         y = y[:, None]
     if y.ndim != 2:
-        raise ValueError(f"labels must have shape (n,) or (n, n_out), got {y.shape}")
+        raise ValueError(f"{name} (the labels) must have shape (n,) or (n, n_out), got {y.shape}")
     if n is not None and y.shape[0] != n:
-        raise ValueError(f"labels have {y.shape[0]} rows but the inputs have {n}")
+        raise ValueError(f"{name} (the labels) has {y.shape[0]} rows but the inputs have {n}")
     if not np.isin(y, (-1, 1)).all():
-        raise ValueError(f"labels must be -1 or +1, got values {np.unique(y)[:5]}")
+        raise ValueError(f"{name} (the labels) must be -1 or +1, got values {np.unique(y)[:5]}")
     return jnp.asarray(y, jnp.float32)
 
 
@@ -364,18 +379,22 @@ def online_passes(
     y = check_labels(y, x.shape[0])
     if x.shape[1] != net.fields[0].shape[1]:
         raise ValueError(
-            f"inputs have {x.shape[1]} features but the network's first layer takes "
+            f"x has {x.shape[1]} features but the network's first layer takes "
             f"{net.fields[0].shape[1]}"
         )
     if y.shape[1] != net.fields[-1].shape[0]:
         raise ValueError(
-            f"labels have {y.shape[1]} columns but the network has {net.fields[-1].shape[0]} "
+            f"y (the labels) has {y.shape[1]} columns but the network has "
+            f"{net.fields[-1].shape[0]} "
             "outputs"
         )
     if batch_size > x.shape[0]:
         raise ValueError(f"batch_size ({batch_size}) must not exceed the {x.shape[0]} rows of x")
     if x_test is not None:
-        x_test, y_test = _as_device(check_inputs(x_test, "x_test")), check_labels(y_test)
+        x_test = _as_device(check_inputs(x_test, "x_test"))
+        y_test = check_labels(
+            y_test, x_test.n if isinstance(x_test, SparseRows) else len(x_test), "y_test"
+        )
     history, done = [], 0
     restored = restore_checkpoint(checkpoint_dir, net) if checkpoint_dir is not None else None
     if restored is not None:

@@ -833,6 +833,9 @@ def run_output(run: Run) -> jax.Array:
 def cell_errors(output, target, mask) -> tuple[int, int]:
     """(wrong cells, cells to modify) (Sec. 4.2): the error rate is their ratio."""
     output, target, mask = (np.asarray(x) for x in (output, target, mask))
+    for name, a in (("target", target), ("mask", mask)):
+        if a.shape != output.shape:
+            raise ValueError(f"{name} must have the shape of output {output.shape}, got {a.shape}")
     return int(((output != target) & mask).sum()), int(mask.sum())
 
 
@@ -953,8 +956,13 @@ def load_controller(config: TrainConfig, text: str) -> nnx.Module:
     """The controller of `config` with the parameters that `controller_text` wrote."""
     graphdef, params, rest = nnx.split(make_controller(config, nnx.Rngs(0)), nnx.Param, ...)
     leaves, treedef = jax.tree.flatten(params)
-    with np.load(io.BytesIO(base64.b64decode(text))) as saved:
-        arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    try:
+        with np.load(io.BytesIO(base64.b64decode(text, validate=True))) as saved:
+            arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    except (ValueError, OSError, KeyError) as err:  # binascii.Error is a ValueError
+        raise ValueError(
+            f"text must be what controller_text wrote (base64 of the parameters): {err}"
+        ) from None
     shapes = [x.shape for x in leaves]
     if [a.shape for a in arrays] != shapes:
         raise ValueError(
@@ -1643,21 +1651,21 @@ SEARCH_SPACE = {
 none)."""
 
 
-@checks(count=Int(0), seed=Int(0))
+@checks(space=Instance(dict), count=Int(1), seed=Int(0))
 def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
     """`count` settings, each field drawn independently and uniformly from its list in `space`."""
     rng = np.random.default_rng(seed)
-    if count < 0 or any(not isinstance(v, list) or not v for v in space.values()):
+    empty = sorted(k for k, v in space.items() if not isinstance(v, list) or not v)
+    if empty:
         raise ValueError(
-            "draw_settings needs count >= 0 and a non-empty list of values for every field"
+            f"space must map every field to a non-empty list of values; not so for {empty}"
         )
     bad = set(space) - {f.name for f in dataclasses.fields(TrainConfig)} | (
         {"task", "seed", "steps"} & set(space)
     )
     if bad:
         raise ValueError(
-            "the search space names fields that are not searchable TrainConfig fields: "
-            f"{sorted(bad)}"
+            f"space names fields that are not searchable TrainConfig fields: {sorted(bad)}"
         )
     return [{k: v[int(rng.integers(len(v)))] for k, v in space.items()} for _ in range(count)]
 

@@ -77,12 +77,12 @@ _lapack_threads_from_environment()
 
 # %% book/toolkit.md
 def make_rngs(seed: int, **streams: int) -> nnx.Rngs:
-    """Flax NNX random streams from one integer seed (Appendix B, "Seeds").
+    """Flax NNX random streams from one integer seed >= 0 (Appendix B, "Seeds").
 
     streams: extra named streams with their own offsets, e.g. make_rngs(0, dropout=1).
     """
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an integer, got {type(seed).__name__} {seed!r}")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {type(seed).__name__} {seed!r}")
     return nnx.Rngs(
         int(seed), **{name: int(seed) * 1_000_003 + int(off) for name, off in streams.items()}
     )
