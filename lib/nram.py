@@ -1473,6 +1473,7 @@ NRAM_CONFIGS = {
 }
 """The five easy tasks at the paper's training lengths (Table 1: len(A) <= 20, 15, 15, 15, 20)."""
 
+#: Copy and Access sized for a chapter that runs in minutes on a laptop CPU.
 BOOK_CONFIGS = {
     "copy": TrainConfig(
         task="copy",
@@ -1493,7 +1494,6 @@ BOOK_CONFIGS = {
         seed=0,
     ),
 }
-"""Copy and Access sized for a chapter that runs in minutes on a laptop CPU."""
 
 
 # %% book/nram.md

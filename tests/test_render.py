@@ -175,3 +175,12 @@ def test_nothing_is_wider_than_the_column(site, browser, page):
     time.sleep(0.5)  # MathJax's layout of the last formulas
     wide = browser.execute_script(OVERFLOW)
     assert not wide, "\n".join(f"{k}: {w} px in {room} px: {what!r}" for k, w, room, what in wide)
+
+
+def test_references_are_labelled_by_author_and_year():
+    """The references list uses the labels of the citations in the text ("Gregor et al. 2014")."""
+    text = (HTML / "book" / "references.html").read_text()
+    labels = re.findall(r'<span class="label"><span class="fn-bracket">\[</span>(.*?)<', text)
+    assert len(labels) >= 20, labels
+    bad = [lab for lab in labels if not re.fullmatch(r"\D+ (\d{4})[a-z]?", lab)]
+    assert not bad, bad
