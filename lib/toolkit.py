@@ -34,6 +34,28 @@ from flax import nnx
 
 
 # %% book/toolkit.md
+def known_deadlock(version: str | None = None, cores: int | None = None) -> str | None:
+    """Why this jax may hang on this machine (None if no known reason): jax < 0.11 on a machine of
+    at most two cores (jax 0.10.2 deadlocks there in concurrent batched triangular solves)."""
+    version = jax.__version__ if version is None else version
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    major_minor = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+    if major_minor < (0, 11) and cores <= 2:
+        return (
+            f"jax {version} on a machine with {cores} core(s): jax 0.10.2 (and, untested, older "
+            "releases) can deadlock here when batched triangular solves run concurrently, as in "
+            "the deep-GP chapter. Use Python >= 3.12 with jax >= 0.11 (pip install 'jax>=0.11')."
+        )
+    return None
+
+
+if known_deadlock() is not None:
+    import warnings
+
+    warnings.warn(known_deadlock(), RuntimeWarning, stacklevel=2)
+
+
+# %% book/toolkit.md
 def set_lapack_threads(threads: int = 1) -> list[str]:
     """Run the LAPACK that JAX calls on the CPU (scipy's own OpenBLAS) on `threads` threads.
 
@@ -2246,6 +2268,7 @@ __all__ = [
     "experiment_list",
     "fit",
     "glue",
+    "known_deadlock",
     "load_results",
     "main",
     "make_rngs",

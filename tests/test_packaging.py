@@ -80,3 +80,12 @@ def test_floor_constraints_are_the_declared_lower_bounds():
     for name in ("jax", "flax", "orbax-checkpoint", "threadpoolctl"):
         assert pins[name] == declared[name], name
     assert pins["jaxlib"] == pins["jax"]
+
+
+def test_the_versions_known_to_deadlock_are_named_at_import():
+    from lib.toolkit import known_deadlock
+
+    message = known_deadlock("0.10.2", 2)
+    assert "jax 0.10.2" in message and "jax >= 0.11" in message
+    assert known_deadlock("0.6.2", 1) is not None
+    assert known_deadlock("0.11.0", 2) is None and known_deadlock("0.10.2", 16) is None

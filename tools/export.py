@@ -6,8 +6,9 @@
 
 Rules (DESIGN.md, "Notebook -> library export"):
 - a chapter names its module once, in a code cell `#| default_exp <module>`; a string literal
-  below that line in the same cell is the module's docstring (what it holds, which chapter
-  derives it), written first in `lib/<module>.py`;
+  below that line in the same cell (ended by `;`, so that the notebook does not echo it) is the
+  module's docstring (what it holds, which chapter derives it), written first in
+  `lib/<module>.py`;
 - a code cell whose first line is `#| export` goes, verbatim and in order, into
   `lib/<module>.py`, after a header saying the file is generated, each cell preceded by a
   provenance marker `# %% book/<chapter>.md`;
@@ -56,7 +57,8 @@ def _strip_first_line(source: str) -> str:
 
 def _module_docstring(src: str, body: str) -> str | None:
     """The string literal of a `#| default_exp` cell (its source text), or None if it has none."""
-    if not body.strip():
+    body = body.strip().removesuffix(";")  # the chapter's `;` keeps the notebook from echoing it
+    if not body:
         return None
     try:
         tree = ast.parse(body)
