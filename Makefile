@@ -61,26 +61,29 @@ browser:
 	  else echo "make: the rendered-book test needs chromium and chromedriver (Debian: apt-get install chromium chromium-driver)"; exit 1; fi; }
 
 # Both cores: the unit tests spread over two workers, the chapters one notebook per worker.
+# The chapters run outside the checkout, as in Colab (tools/outside.py: the library from its
+# wheel in a fresh environment, the notebooks copied to an empty folder): the one nbval run.
 XDIST := -n 2 --dist worksteal
-NBVAL := -n 2 --dist loadscope --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg
+NBVAL := -n 2 --dist loadscope
 
 unit: $(STAMP)
 	$(PY) -m pytest tests -m "not render" $(XDIST)
 
 nbval: $(STAMP)
-	LIB_PROGRESS=0 $(PY) -m pytest $(NBVAL) book/*.ipynb
+	$(PY) tools/outside.py $(NBVAL)
 
 render: $(STAMP) browser
 	$(PY) -m pytest tests -m render
 
-# Every check: library and notebooks in sync, unit tests, the executed chapters (nbval),
+# Every check: library and notebooks in sync, unit tests, the executed chapters (nbval, outside
+# the checkout),
 # the book built with warnings as errors, the rendered book in headless Chromium, and the
 # library's unit tests against the oldest jax/flax/orbax it declares; then a table of the stages' times.
 test: $(STAMP) browser
 	$(PY) tools/stages.py \
 	  "sync=$(MAKE) --no-print-directory sync" \
 	  "unit=$(PY) -m pytest tests -m 'not render' $(XDIST)" \
-	  "nbval=LIB_PROGRESS=0 $(PY) -m pytest $(NBVAL) book/*.ipynb" \
+	  "nbval=$(PY) tools/outside.py $(NBVAL)" \
 	  "book=$(MAKE) --no-print-directory book" \
 	  "render=$(PY) -m pytest tests -m render" \
 	  "floor=$(MAKE) --no-print-directory test-floor"

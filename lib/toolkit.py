@@ -1506,19 +1506,31 @@ def default_results_dir() -> Path:
     return root / "results" if root is not None else Path("results")
 
 
+def results_root() -> Path | None:
+    """Where the committed results are read from: the folder LIB_RESULTS_DIR names, else the
+    checkout's results/, else the copy installed with the library (lib/_results: a chapter run
+    outside a checkout, as in Colab, reads the results the book was built with)."""
+    if os.environ.get("LIB_RESULTS_DIR"):
+        return Path(os.environ["LIB_RESULTS_DIR"]).expanduser().resolve()
+    root = project_root()
+    if root is not None:
+        return root / "results"
+    packaged = Path(globals().get("__file__", ".")).resolve().parent / "_results"
+    return packaged if packaged.is_dir() else None
+
+
 @checks(chapter=Instance(str), name=Instance(str), part=Maybe(Instance(str)))
 def load_results(
     chapter: str, name: str, results_dir: str | os.PathLike | None = None, part: str | None = None
 ) -> dict | None:
     """The record of results/<chapter>/<name>.json, or <name>.<part>.json (None if not made).
 
-    results_dir: default, the results/ folder of the checkout (see project_root).
+    results_dir: default, the committed results (see results_root).
     """
     if results_dir is None:
-        root = project_root()
-        if root is None:
+        results_dir = results_root()
+        if results_dir is None:
             return None
-        results_dir = root / "results"
     base = Path(results_dir)
     path = base / chapter / (f"{name}.{part}.json" if part else f"{name}.json")
     return json.loads(path.read_text()) if path.exists() else None
@@ -1992,11 +2004,15 @@ def evaluate(claim: Claim, root=None) -> dict:
 
     Raises FileNotFoundError if a results file the claim names is missing.
     """
-    root = Path(root) if root is not None else project_root()
     files = claim.files()
     records = {}
     for rel in files:
-        path = root / rel
+        # root: a folder holding results/ (a checkout); default, the committed results
+        if root is not None:
+            path = Path(root) / rel
+        else:
+            base = results_root()
+            path = (base if base is not None else Path("results")) / rel.removeprefix("results/")
         if not path.is_file():
             raise FileNotFoundError(
                 f"claim {claim.paper} / {claim.where} / {claim.item}: results file "
@@ -2286,6 +2302,7 @@ __all__ = [
     "replicated",
     "require_results",
     "restore_checkpoint",
+    "results_root",
     "run_experiment",
     "run_kind",
     "run_mnist_softmax",

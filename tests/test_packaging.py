@@ -89,3 +89,45 @@ def test_the_versions_known_to_deadlock_are_named_at_import():
     assert "jax 0.10.2" in message and "jax >= 0.11" in message
     assert known_deadlock("0.6.2", 1) is not None
     assert known_deadlock("0.11.0", 2) is None and known_deadlock("0.10.2", 16) is None
+
+
+def test_the_wheel_carries_every_committed_results_file(tmp_path):
+    """Outside a checkout (Colab) the chapters read results/ from the installed package."""
+    import subprocess
+    import sys
+    import zipfile
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    folders = {
+        p.name for p in (ROOT / "results").iterdir() if p.is_dir() and not p.name.startswith(".")
+    }
+    assert {f"lib._results.{f}" for f in folders} <= listed, "a results/ folder is not packaged"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(tmp_path), str(ROOT)],
+        check=True,
+    )
+    names = set(zipfile.ZipFile(next(tmp_path.glob("*.whl"))).namelist())
+    committed = {
+        p.relative_to(ROOT / "results").as_posix() for p in (ROOT / "results").glob("*/*.json")
+    }
+    assert committed and {f"lib/_results/{c}" for c in committed} <= names
+    assert not any(".checkpoints" in n for n in names)
+
+
+def test_the_colab_cell_installs_the_release_of_this_library():
+    sys_path = str(ROOT / "tools")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        from chapters import colab_cell_source
+    finally:
+        sys.path.remove(sys_path)
+    import lib
+
+    cell = colab_cell_source()
+    assert f'@v{lib.__version__}"' in cell and "@main" not in cell
+    assert "pip could not install" in cell  # says why in plain words when pip fails

@@ -821,3 +821,17 @@ def test_progress_writes_lines_to_a_file_and_is_quiet_when_asked(capsys, monkeyp
         T.set_progress(None)
     with pytest.raises(ValueError, match="every_seconds"):
         T.set_progress(True, every_seconds=0)
+
+
+def test_results_are_read_from_the_checkout_the_environment_or_the_package(monkeypatch, tmp_path):
+    monkeypatch.delenv("LIB_RESULTS_DIR", raising=False)
+    assert T.results_root() == T.project_root() / "results"
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "x.json").write_text('{"rows": [1]}')
+    monkeypatch.setenv("LIB_RESULTS_DIR", str(tmp_path))
+    assert T.results_root() == tmp_path.resolve()
+    assert T.load_results("demo", "x") == {"rows": [1]}
+    monkeypatch.delenv("LIB_RESULTS_DIR")
+    monkeypatch.setattr(T, "project_root", lambda: None)  # outside a checkout: the package's copy
+    packaged = T.results_root()
+    assert packaged is None or packaged.name == "_results"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Check that every chapter's MyST source and its executed notebook agree.
 
-    python tools/sync.py
+    python tools/sync.py                       check
+    python tools/sync.py --write-colab-cell    first write the Colab cell into every chapter
 
 Fails (exit 1) when
 - a `book/<name>.md` chapter has no `book/<name>.ipynb`, or a notebook has no source;
@@ -85,7 +86,7 @@ def check(root: Path = ROOT) -> list[str]:
         if not code or code[0].source.strip() != cell.strip():
             problems.append(
                 f"{rel(md, root)}: the first code cell must be the Colab install cell "
-                f"(print it with `python tools/chapters.py`)"
+                f"(`python tools/sync.py --write-colab-cell` writes it into every chapter)"
             )
         elif "remove-cell" not in code[0].metadata.get("tags", []):
             problems.append(f"{rel(md, root)}: the Colab install cell must be tagged remove-cell")
@@ -108,7 +109,25 @@ def check(root: Path = ROOT) -> list[str]:
     return problems
 
 
+def write_colab_cell(root: Path = ROOT) -> None:
+    """Make the first code cell of every chapter (source and notebook) the Colab cell of
+    _config.yml and lib.__version__ (after a release's version bump)."""
+    from format import _replace_in_md
+
+    cell = colab_cell_source(root)
+    for md in chapter_sources(root):
+        old = [c.source for c in read_md(md).cells if c.cell_type == "code"]
+        md.write_text(_replace_in_md(md.read_text(), old, [cell] + old[1:]))
+        ipynb = md.with_suffix(".ipynb")
+        if ipynb.exists():
+            nb = nbformat.read(ipynb, as_version=4)
+            next(c for c in nb.cells if c.cell_type == "code").source = cell
+            ipynb.write_text(nbformat.writes(nb) + "\n")
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--write-colab-cell"]:
+        write_colab_cell(ROOT)
     problems = check(ROOT)
     for p in problems:
         print(f"sync: {p}", file=sys.stderr)
