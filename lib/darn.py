@@ -22,7 +22,7 @@ import numpy as np
 from flax import nnx
 
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, OneOf
-from lib.toolkit import check_array, checks
+from lib.toolkit import Progress, check_array, checks
 from lib.toolkit import experiment as _experiment
 
 
@@ -903,6 +903,7 @@ def _mixture_log_prob(log_weights, logits, x):
     tol=Float(0),
     seed=Int(0),
     batch=Int(1),
+    progress=Bool(),
 )
 def fit_mixture_of_bernoullis(
     x_train,
@@ -915,9 +916,10 @@ def fit_mixture_of_bernoullis(
     seed: int = 0,
     batch: int = 5000,
     dtype=jnp.float32,
+    progress: bool = True,
 ) -> tuple:
     """EM for a mixture of Bernoullis (Section 8); returns (model, history of train/valid
-    log-likelihoods).
+    log-likelihoods). progress: report the iterations (toolkit `Progress`).
 
     Stops after max_iterations, when the training log-likelihood gains less than tol nats per
     example, or (with x_valid) when the validation log-likelihood falls; returns the parameters of
@@ -942,14 +944,14 @@ def fit_mixture_of_bernoullis(
 
     history = {"train": [], "valid": []}
     best = (-math.inf, model.log_weights[...], model.logits[...])
+    report = Progress(max_iterations, f"EM, {K} components", enabled=progress)
     for _ in range(max_iterations):
         ll, Nk, Sx = 0.0, 0.0, 0.0
         for i in range(0, N, batch):
             a, b, c = statistics(model.log_weights[...], model.logits[...], x[i : i + batch])
             ll, Nk, Sx = ll + a, Nk + b, Sx + c
-        history["train"].append(
-            float(ll) / N
-        )  # log-likelihood of the parameters before this M-step
+        # the log-likelihood of the parameters before this M-step
+        history["train"].append(float(ll) / N)
         mu = (Sx + alpha) / (Nk[:, None] + 2 * alpha)
         model.log_weights[...] = jnp.log(Nk + 1e-10) - jnp.log(N + K * 1e-10)
         model.logits[...] = jnp.log(mu) - jnp.log1p(-mu)
@@ -959,8 +961,10 @@ def fit_mixture_of_bernoullis(
                 best = (history["valid"][-1], model.log_weights[...], model.logits[...])
             elif len(history["valid"]) > 2 and history["valid"][-1] < history["valid"][-2]:
                 break
+        report.update(len(history["train"]), {"train": history["train"][-1]})
         if len(history["train"]) > 1 and history["train"][-1] - history["train"][-2] < tol:
             break
+    report.close()
     if x_valid is not None:
         model.log_weights[...], model.logits[...] = best[1], best[2]
     return model, history

@@ -600,3 +600,39 @@ def test_time_machines_times_both_machines_and_rejects_bad_budgets():
     )
     with pytest.raises(ValueError, match="min_repeats"):
         N.time_machines(spec, N.copy_program(spec), (20,), min_repeats=0)
+
+
+DETERMINISM_SCRIPT = """
+import hashlib, json, sys
+import numpy as np
+import lib.nram as N
+
+config = N.TrainConfig(task="copy", memory_size=8, timesteps=6, max_difficulty=3, steps=60,
+                       chunk=20, min_gap=20, hidden=16, learning_rate=0.05, seed=3)
+result = N.train_nram(config, progress=False)
+history = {k: np.asarray(v).tolist() for k, v in result.history.items()}
+digest = hashlib.sha256(N.controller_text(result.final_controller).encode()).hexdigest()
+print(json.dumps({"history": history, "controller": digest}))
+"""
+
+
+@pytest.mark.slow
+def test_training_with_a_seed_is_bit_for_bit_the_same_in_two_processes():
+    """Two executions of a chapter are two processes: the same seed must give the same curve and
+    controller (no dependence on hashing, thread scheduling or compilation caches)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    runs = []
+    for hash_seed in ("1", "2"):  # also across Python's string hashing
+        out = subprocess.run(
+            [sys.executable, "-c", DETERMINISM_SCRIPT],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONHASHSEED=hash_seed),
+            check=True,
+        )
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert runs[0] == runs[1]
