@@ -1515,7 +1515,12 @@ def results_root() -> Path | None:
     root = project_root()
     if root is not None:
         return root / "results"
-    packaged = Path(globals().get("__file__", ".")).resolve().parent / "_results"
+    import importlib.util
+
+    spec = importlib.util.find_spec("lib")  # the installed package (this module, or the chapter's)
+    if spec is None or spec.origin is None:
+        return None
+    packaged = Path(spec.origin).resolve().parent / "_results"
     return packaged if packaged.is_dir() else None
 
 
