@@ -2011,13 +2011,10 @@ def evaluate(claim: Claim, root=None) -> dict:
     """
     files = claim.files()
     records = {}
+    # root: a folder holding results/ (a checkout); default, the committed results (results_root)
+    base = (results_root() or Path("results")) if root is None else None
     for rel in files:
-        # root: a folder holding results/ (a checkout); default, the committed results
-        if root is not None:
-            path = Path(root) / rel
-        else:
-            base = results_root()
-            path = (base if base is not None else Path("results")) / rel.removeprefix("results/")
+        path = Path(root) / rel if root is not None else base / rel.removeprefix("results/")
         if not path.is_file():
             raise FileNotFoundError(
                 f"claim {claim.paper} / {claim.where} / {claim.item}: results file "

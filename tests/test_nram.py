@@ -380,22 +380,26 @@ def test_training_stops_with_the_first_non_finite_step(monkeypatch):
         N.TrainConfig(task="copy", learning_rate=float("nan"))
 
 
+# a short Access run that learns something in 190 steps (keep-best and resume tests)
+SHORT_ACCESS = N.TrainConfig(
+    task="access",
+    memory_size=8,
+    timesteps=3,
+    max_difficulty=2,
+    steps=190,
+    chunk=10,
+    min_gap=20,
+    hidden=16,
+    learning_rate=0.05,
+)
+
+
 @pytest.mark.slow
 def test_keep_best_returns_the_controller_of_the_best_chunk():
     """The selected controller is the one a run stopped at the selected step ends with (training is
     deterministic), and the selected step is the best chunk by (level, -error), the latest on
     ties."""
-    config = N.TrainConfig(
-        task="access",
-        memory_size=8,
-        timesteps=3,
-        max_difficulty=2,
-        steps=190,
-        chunk=10,
-        min_gap=20,
-        hidden=16,
-        learning_rate=0.05,
-    )
+    config = SHORT_ACCESS
     result = N.train_nram(config, progress=False)
     h = result.history
     assert result.selected_step < config.steps  # this run's last chunk is not its best
@@ -493,17 +497,7 @@ def test_nram_hard_experiment_end_to_end():
 def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
     """Checkpoints every 60 steps, interrupted at step 150: resumed from step 120, the same
     controllers, curriculum and history as a run that was never interrupted."""
-    config = N.TrainConfig(
-        task="access",
-        memory_size=8,
-        timesteps=3,
-        max_difficulty=2,
-        steps=190,
-        chunk=10,
-        min_gap=20,
-        hidden=16,
-        learning_rate=0.05,
-    )
+    config = SHORT_ACCESS
     straight = N.train_nram(config, progress=False)
 
     def interrupt(row):

@@ -93,9 +93,9 @@ def test_the_versions_known_to_deadlock_are_named_at_import():
 
 def test_the_wheel_carries_every_committed_results_file(tmp_path):
     """Outside a checkout (Colab) the chapters read results/ from the installed package."""
-    import subprocess
-    import sys
     import zipfile
+
+    from outside import build_wheel
 
     listed = set(
         tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
@@ -104,12 +104,7 @@ def test_the_wheel_carries_every_committed_results_file(tmp_path):
         p.name for p in (ROOT / "results").iterdir() if p.is_dir() and not p.name.startswith(".")
     }
     assert {f"lib._results.{f}" for f in folders} <= listed, "a results/ folder is not packaged"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-        + ["-w", str(tmp_path), str(ROOT)],
-        check=True,
-    )
-    names = set(zipfile.ZipFile(next(tmp_path.glob("*.whl"))).namelist())
+    names = set(zipfile.ZipFile(build_wheel(tmp_path)).namelist())
     committed = {
         p.relative_to(ROOT / "results").as_posix() for p in (ROOT / "results").glob("*/*.json")
     }
@@ -118,15 +113,8 @@ def test_the_wheel_carries_every_committed_results_file(tmp_path):
 
 
 def test_the_colab_cell_installs_the_release_of_this_library():
-    sys_path = str(ROOT / "tools")
-    import sys
-
-    sys.path.insert(0, sys_path)
-    try:
-        from chapters import colab_cell_source
-    finally:
-        sys.path.remove(sys_path)
     import lib
+    from chapters import colab_cell_source
 
     cell = colab_cell_source()
     assert f'@v{lib.__version__}"' in cell and "@main" not in cell

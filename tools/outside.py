@@ -29,15 +29,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chapters import ROOT, chapter_sources  # noqa: E402
 
 
-def make_environment(work: Path) -> Path:
-    """A venv in `work` with the wheel of this checkout; returns its python."""
-    dist = work / "dist"
+def build_wheel(dest: Path) -> Path:
+    """The wheel of this checkout (lib, and results/ as lib/_results), built into `dest`."""
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-        + ["-w", str(dist), str(ROOT)],
+        + ["-w", str(dest), str(ROOT)],
         check=True,
     )
-    wheel = next(dist.glob("rederived-*.whl"))
+    return next(dest.glob("rederived-*.whl"))
+
+
+def make_environment(work: Path) -> Path:
+    """A venv in `work` with the wheel of this checkout; returns its python."""
+    wheel = build_wheel(work / "dist")
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
