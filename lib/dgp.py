@@ -873,12 +873,12 @@ def _compiles_with(options: tuple) -> bool:
 
 
 def step_compiler_options(dtype) -> dict | None:
-    """XLA options for compiling a deep-GP step in `dtype` (Section 10).
+    """XLA options for compiling a deep-GP step in `dtype` (Section 10, Appendix C).
 
     On the CPU in float32: XLA's YNNPACK fusions off (`xla_cpu_experimental_ynn_fusion_type=""`),
-    chosen when they were slower there; Section 10 times the steps both ways (in float32 the two are
-    now within the machine's noise, in float64 the fusions are faster, so they stay on). None
-    elsewhere, or where this jax does not know the option.
+    chosen when they were slower there; Appendix C, Section 7 times the steps both ways (in
+    float32 the two are now within the machine's noise, in float64 the fusions are faster, so
+    they stay on). None elsewhere, or where this jax does not know the option.
     """
     if jax.default_backend() != "cpu" or jnp.dtype(dtype) != jnp.float32:
         return None
@@ -1559,46 +1559,25 @@ CLAIMS = [
 ]
 
 
+# %% book/dgp.md
 __all__ = [
-    "Bernoulli",
-    "CLAIMS",
-    "CholeskyError",
-    "Constant",
     "DeepGP",
-    "Gaussian",
-    "MNIST_MODELS",
-    "RBF",
-    "RobustMax",
     "SVGPLayer",
-    "Standardizer",
-    "UCI_MODELS",
-    "build_dgp",
-    "cholesky_factors",
-    "conditional_marginals",
-    "default_chunk_rows",
-    "evaluate_classifier",
-    "evaluate_dgp",
-    "gauss_hermite",
-    "gauss_kl",
-    "gradient_step",
-    "gradient_step_flops",
-    "kmeans_inducing",
-    "linear_mean_matrix",
-    "map_rows",
-    "marginal_operators",
-    "marginals_from_operators",
-    "mnist_flat",
-    "normal_cdf",
-    "quadratic_forms",
+    "RBF",
     "rbf",
-    "run_dgp_kin8nm",
-    "run_dgp_mnist",
-    "run_dgp_uci",
-    "run_uci_model",
-    "safe_cholesky",
-    "softplus_inverse",
-    "step_compiler_options",
-    "time_gradient_step",
+    "Gaussian",
+    "Bernoulli",
+    "RobustMax",
+    "build_dgp",
     "train_dgp",
-    "uci_paired_mean",
+    "gradient_step",
+    "evaluate_dgp",
+    "evaluate_classifier",
+    "Standardizer",
+    "kmeans_inducing",
+    "conditional_marginals",
+    "gauss_kl",
+    "CholeskyError",
+    "UCI_MODELS",
+    "MNIST_MODELS",
 ]

@@ -56,11 +56,16 @@ def _by_name() -> dict:
 
 
 def public_callables():
+    """Every function and class a module of lib defines: its public API (`__all__`) and its
+    helpers, whose contracts hold as well."""
     for module_name in MODULES:
         module = importlib.import_module(f"lib.{module_name}")
-        for name in module.__all__:
-            obj = getattr(module, name)
-            if callable(obj):
+        for name, obj in vars(module).items():
+            if (
+                not name.startswith("_")
+                and callable(obj)
+                and getattr(obj, "__module__", None) == module.__name__
+            ):
                 yield f"{module_name}.{name}", obj
 
 

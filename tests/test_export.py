@@ -172,3 +172,24 @@ def test_the_repository_is_in_sync():
     """The check CI runs: lib/ is exactly what the chapters export, and tracked."""
     problems = export.check(ROOT)
     assert problems == []
+
+
+def test_a_stated_all_is_the_public_api_and_must_name_defined_names(repo):
+    md = repo / "book" / "demo.md"
+    base = md.read_text()
+    md.write_text(base + chapter('#| export\n__all__ = ["area"]  # Circle is a helper'))
+    assert run(repo).returncode == 0
+    text = (repo / "lib" / "demo.py").read_text()
+    assert text.count("__all__ =") == 1 and '__all__ = ["area"]' in text
+    namespace = {}
+    exec(compile(text, "demo.py", "exec"), namespace)
+    assert namespace["__all__"] == ["area"] and "Circle" in namespace
+    for stated, said in (
+        ('["area", "cube"]', "does not define: cube"),
+        ('["area", "math"]', "does not define: math"),  # an import is not the module's own
+        ('["area", "area"]', "names area twice"),
+        ("[n for n in ('area',)]", "list of string literals"),
+    ):
+        md.write_text(base + chapter(f"#| export\n__all__ = {stated}"))
+        res = run(repo)
+        assert res.returncode != 0 and said in res.stderr, (stated, res.stderr)

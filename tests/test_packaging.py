@@ -57,11 +57,15 @@ def test_lib_init_lists_every_generated_module():
         assert getattr(lib, name).__name__ == f"lib.{name}"
 
 
-def test_generated_modules_export_their_public_names():
+def test_generated_modules_export_their_public_names_and_keep_their_helpers():
     import lib.data
 
-    assert "load_mnist" in lib.data.__all__ and "read_idx" in lib.data.__all__
-    assert all(not n.startswith("_") for n in lib.data.__all__)
+    assert "load_mnist" in lib.data.__all__ and "read_idx" not in lib.data.__all__
+    assert callable(lib.data.read_idx)  # a helper: importable, not in the public API
+    for name in lib.MODULES:
+        module = getattr(lib, name)
+        assert module.__all__ and all(not n.startswith("_") for n in module.__all__)
+        assert all(hasattr(module, n) for n in module.__all__)
 
 
 def test_floor_constraints_are_the_declared_lower_bounds():

@@ -135,10 +135,11 @@ def test_the_scorecard_and_the_glued_numbers_render(site, browser):
 OVERFLOW = """
 const wide = [];
 const over = (el, room) => el.scrollWidth > room + 1;
-for (const pre of document.querySelectorAll('main div.highlight pre')) {
-  if (!pre.closest('.cell_output') && over(pre, pre.clientWidth)) {
+for (const pre of document.querySelectorAll('main div.highlight pre, main div.cell_output pre')) {
+  if (over(pre, pre.clientWidth)) {
     const line = pre.innerText.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '');
-    wide.push(['code', pre.scrollWidth, pre.clientWidth, line.slice(0, 80)]);
+    const kind = pre.closest('.cell_output') ? 'output' : 'code';
+    wide.push([kind, pre.scrollWidth, pre.clientWidth, line.slice(0, 80)]);
   }
 }
 for (const m of document.querySelectorAll('main mjx-container[display="true"]')) {
@@ -165,7 +166,8 @@ def book_pages():
 
 @pytest.mark.parametrize("page", book_pages() or ["book/intro.html"])
 def test_nothing_is_wider_than_the_column(site, browser, page):
-    """At 1280 px: no code cell, display equation or table wider than the text column."""
+    """At 1280 px: no code cell, printed output, display equation or table wider than the text
+    column."""
     browser.get(site + page)
     wait_for(
         browser,

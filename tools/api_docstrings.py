@@ -4,12 +4,19 @@ The library's docstrings are plain text (shapes, formulas like `p(x | h)`, align
 reStructuredText: read as RST they would be mangled or warned about (`|x|` is a substitution).
 Each docstring is rendered as a plain-text block, verbatim, under the signature autodoc gives.
 A Flax NNX module's class signature is its __init__'s (autodoc would show the metaclass's
-`(*args, **kwargs)`).
+`(*args, **kwargs)`). The directive `.. lib-helpers:: lib.<module>` documents the module's helpers:
+the names it defines (functions, classes, constants) that its `__all__` leaves out.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
+from pathlib import Path
+
+from docutils.statemachine import StringList
+from sphinx.util.docutils import SphinxDirective
 
 
 def literal_docstring(app, what, name, obj, options, lines: list[str]) -> None:
@@ -32,8 +39,52 @@ def class_signature(app, what, name, obj, options, signature, return_annotation)
     return text.replace("'", ""), None
 
 
+def helper_names(module_name: str) -> list[str]:
+    """Names bound at the top level of the module's source (not imports, not `_private`) that its
+    `__all__` leaves out, in source order."""
+    module = importlib.import_module(module_name)
+    tree = ast.parse(Path(module.__file__).read_text())
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    public = set(module.__all__)
+    return [n for n in dict.fromkeys(names) if not n.startswith("_") and n not in public]
+
+
+class LibHelpers(SphinxDirective):
+    """`.. lib-helpers:: lib.dgp`: autodoc of the module's helpers (see helper_names)."""
+
+    required_arguments = 1
+
+    def run(self):
+        from docutils import nodes
+
+        module_name = self.arguments[0]
+        module = importlib.import_module(module_name)
+        lines = [f".. currentmodule:: {module_name}", ""]
+        for name in helper_names(module_name):
+            obj = getattr(module, name)
+            kind = (
+                "autoclass"
+                if inspect.isclass(obj)
+                else "autofunction"
+                if callable(obj)
+                else "autodata"
+            )
+            lines += [f".. {kind}:: {name}", ""]
+        container = nodes.section()
+        container.document = self.state.document
+        self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]), 0, container)
+        return container.children
+
+
 def setup(app):
     app.setup_extension("sphinx.ext.autodoc")
     app.connect("autodoc-process-docstring", literal_docstring)
     app.connect("autodoc-process-signature", class_signature)
+    app.add_directive("lib-helpers", LibHelpers)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -14,6 +14,9 @@ Rules (DESIGN.md, "Notebook -> library export"):
   provenance marker `# %% book/<chapter>.md`;
 - a name bound twice at the top level of one module (def, class, assignment, or an import that
   rebinds a defined name) is an error, and so is a chapter importing its own module;
+- `__all__` is the public API. A chapter states it in an exported cell (`__all__ = [...]`, a list
+  of string literals, each a name the module defines); the module's other names are its helpers,
+  importable but not promised. A chapter that states none gets every name not starting with `_`;
 - `--check` also fails on generated files that no chapter produces any more and on generated
   files that git does not track.
 """
@@ -139,6 +142,7 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
             )
 
     seen: dict[str, tuple[str, str | None, int]] = {}
+    explicit: list[str] | None = None
     search_from = 0
     parts = [HEADER.format(src=src)]
     if docstring is not None:
@@ -164,6 +168,21 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
             raise ExportError(
                 f"{src}:{line_no + (err.lineno or 0)}: syntax error in exported cell: {err.msg}"
             ) from err
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                try:
+                    stated = ast.literal_eval(node.value)
+                except ValueError:
+                    stated = None
+                if not (
+                    isinstance(stated, (list, tuple)) and all(isinstance(n, str) for n in stated)
+                ):
+                    raise ExportError(
+                        f"{src}:{line_no}: `__all__` must be a list of string literals"
+                    )
+                explicit = list(stated)
         for name, kind, text in _bindings(tree):
             if name in seen:
                 prev_kind, prev_text, prev_line = seen[name]
@@ -175,6 +194,21 @@ def export_chapter(md: Path, root: Path = ROOT) -> tuple[str, str] | None:
                 )
             seen[name] = (kind, text, line_no)
         parts.append(f"\n\n# %% {src}\n{body}\n")
+    if explicit is not None:
+        doubled = sorted({n for n in explicit if explicit.count(n) > 1})
+        unknown = [n for n in explicit if n not in seen or seen[n][0] == "import"]
+        if doubled or unknown:
+            raise ExportError(
+                f"{src}: `__all__` of lib/{module}.py "
+                + (f"names {', '.join(doubled)} twice" if doubled else "")
+                + ("; " if doubled and unknown else "")
+                + (
+                    f"names what the module does not define: {', '.join(unknown)}"
+                    if unknown
+                    else ""
+                )
+            )
+        return module, "".join(parts)
     public = sorted(
         n for n, (kind, _, _) in seen.items() if kind != "import" and not n.startswith("_")
     )
