@@ -456,3 +456,70 @@ def test_interrupted_passes_resume_to_the_uninterrupted_network(tmp_path):
     assert hist2 == hist and len(hist) == 4
     for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(straight)):
         np.testing.assert_array_equal(a, b)
+
+
+def _full_arow(x, y, r, epochs):
+    """AROW with a full covariance (Crammer, Kulesza & Dredze 2009, Fig. 1), transcribed with
+    dense matrices: the oracle for the diagonal version where the two agree."""
+    mu, sigma = np.zeros(x.shape[1]), np.eye(x.shape[1])
+    for _ in range(epochs):
+        for xi, yi in zip(x, y):
+            margin = yi * mu @ xi
+            if margin < 1:
+                beta = 1 / (xi @ sigma @ xi + r)
+                mu = mu + (1 - margin) * beta * yi * sigma @ xi
+                sigma = sigma - beta * np.outer(sigma @ xi, xi @ sigma)
+    return mu, sigma
+
+
+def test_arow_matches_full_covariance_arow_where_the_diagonal_is_exact():
+    """With one nonzero feature per example (and no bias), Sigma x x^T Sigma touches one diagonal
+    entry: full AROW keeps Sigma diagonal, and the diagonal version must agree with it."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    n, m = 60, 7
+    cols, vals = rng.integers(0, m, n), rng.normal(size=n) * 2
+    dense = np.zeros((n, m))
+    dense[np.arange(n), cols] = vals
+    y = np.where(rng.random(n) < 0.5, -1, 1)
+    for r in (0.1, 1.0, 10.0):
+        want_mu, want_sigma = _full_arow(dense, y, r, epochs=2)
+        assert np.allclose(want_sigma, np.diag(np.diag(want_sigma)))
+        for x in (dense, sp.csr_array(dense)):
+            mu, sigma, _ = E.train_arow(x, y, r=r, epochs=2, bias=False)
+            np.testing.assert_allclose(mu, want_mu, rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(sigma, np.diag(want_sigma), rtol=1e-10, atol=1e-12)
+
+
+def test_arow_update_moves_the_margin_by_the_closed_form_and_learns_a_separable_problem():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(1, 5))
+    for r in (0.5, 3.0):
+        mu, _, _ = E.train_arow(x, [1], r=r, epochs=1)
+        v = x[0] @ x[0] + 1  # Sigma = I, the bias feature included
+        assert mu[:5] @ x[0] + mu[5] == pytest.approx(v / (v + r), rel=1e-12)  # m + (1 - m) v/(v + r)
+    w = rng.normal(size=20)
+    x = rng.normal(size=(400, 20))
+    y = np.where(x @ w > 0, 1, -1)
+    mu, _, history = E.train_arow(x[:300], y[:300], r=1.0, epochs=3, x_test=x[300:], y_test=y[300:])
+    assert [h["epoch"] for h in history] == [1, 2, 3]
+    assert history[-1]["AROW"] == E.arow_error(mu, x[300:], y[300:]) < 0.1
+    brute = np.mean(np.where(x[300:] @ mu[:20] + mu[20] >= 0, 1, -1) != y[300:])
+    assert E.arow_error(mu, x[300:], y[300:]) == brute
+
+
+def test_arow_refuses_bad_arguments_naming_them():
+    x, y = np.ones((3, 2)), np.array([1, -1, 1])
+    for kwargs, name in (
+        (dict(r=0.0), "r"),
+        (dict(r=-1.0), "r"),
+        (dict(r=1.0, epochs=0), "epochs"),
+        (dict(r=1.0, x_test=x), "y_test"),
+    ):
+        with pytest.raises((TypeError, ValueError), match=name):
+            E.train_arow(x, y, **kwargs)
+    with pytest.raises(ValueError, match="y"):
+        E.train_arow(x, y[:2], r=1.0)
+    with pytest.raises(ValueError, match="mu"):
+        E.arow_error(np.zeros(5), x, y)
