@@ -765,14 +765,14 @@ def summarise_ebp_text(rows: list) -> dict:
 
 # %% book/ebp.md
 def _host_rows(x, name: str):
-    """x (n, M), dense or scipy.sparse, as a float64 CSR array on the host (AROW's rows)."""
+    """x (n, M) on the host in float64: a CSR array if sparse, else a dense ndarray (AROW)."""
     import scipy.sparse as sp
 
     if sp.issparse(x):
         x = check_inputs(x, name)
         return sp.csr_array((x.data.astype(np.float64), x.indices, x.indptr), shape=x.shape)
     check_array(x, name, ndim=2)
-    return sp.csr_array(np.asarray(x, np.float64))
+    return np.asarray(x, np.float64)
 
 
 @checks(r=Float(0, low_open=True), epochs=Int(1), bias=Bool())
@@ -781,30 +781,39 @@ def train_arow(x, y, *, r: float, epochs: int = 3, x_test=None, y_test=None, bia
     dense or scipy.sparse (float64 on the host), y in {-1, +1} (n,). The examples are visited in
     their order, `epochs` times; returns (mu (M + bias,), diagonal of Sigma, history of
     {"epoch", "AROW": test error} after each epoch when x_test, y_test are given)."""
+    import scipy.sparse as sp
+
     x = _host_rows(x, "x")
     labels = np.asarray(check_labels(y, x.shape[0]))
     if labels.shape[1] != 1:
         raise ValueError(f"y must hold one label per row for AROW, got shape {labels.shape}")
-    labels = labels[:, 0]
+    labels = labels[:, 0].astype(np.float64)
     if (x_test is None) != (y_test is None):
         raise ValueError("x_test and y_test must be given together")
     n, width = x.shape
-    mu, sigma = np.zeros(width + bias), np.ones(width + bias)
-    extra_idx, extra_val = np.array([width] * bias, np.int64), np.ones(int(bias))
-    indptr, indices, data = x.indptr, x.indices, x.data.astype(np.float64)
+    mu, sigma = np.zeros(width), np.ones(width)
+    mu_b, sigma_b = 0.0, float(bias)  # the bias's weight (feature 1); variance 0: no bias
     history = []
     for epoch in range(1, epochs + 1):
         for i in range(n):
-            idx = np.concatenate([indices[indptr[i] : indptr[i + 1]], extra_idx])
-            val = np.concatenate([data[indptr[i] : indptr[i + 1]], extra_val])
-            margin = labels[i] * (mu[idx] @ val)
+            if sp.issparse(x):  # the example's nonzero features
+                idx = x.indices[x.indptr[i] : x.indptr[i + 1]]
+                val = x.data[x.indptr[i] : x.indptr[i + 1]]
+            else:
+                idx, val = slice(None), x[i]
+            margin = labels[i] * (mu[idx] @ val + mu_b)
             if margin < 1:
-                s = sigma[idx] * val  # (Sigma x) on the example's features
-                beta = 1.0 / (s @ val + r)
-                mu[idx] += (1.0 - margin) * beta * labels[i] * s
+                s = sigma[idx] * val  # Sigma x on those features; sigma_b on the bias
+                beta = 1.0 / (s @ val + sigma_b + r)
+                step = (1.0 - margin) * beta * labels[i]
+                mu[idx] += step * s
                 sigma[idx] -= beta * s * s
+                mu_b, sigma_b = mu_b + step * sigma_b, sigma_b - beta * sigma_b**2
         if x_test is not None:
-            history.append({"epoch": epoch, "AROW": arow_error(mu, x_test, y_test)})
+            weights = np.append(mu, mu_b) if bias else mu
+            history.append({"epoch": epoch, "AROW": arow_error(weights, x_test, y_test)})
+    if bias:
+        return np.append(mu, mu_b), np.append(sigma, sigma_b), history
     return mu, sigma, history
 
 

@@ -498,7 +498,9 @@ def test_arow_update_moves_the_margin_by_the_closed_form_and_learns_a_separable_
     for r in (0.5, 3.0):
         mu, _, _ = E.train_arow(x, [1], r=r, epochs=1)
         v = x[0] @ x[0] + 1  # Sigma = I, the bias feature included
-        assert mu[:5] @ x[0] + mu[5] == pytest.approx(v / (v + r), rel=1e-12)  # m + (1 - m) v/(v + r)
+        assert mu[:5] @ x[0] + mu[5] == pytest.approx(
+            v / (v + r), rel=1e-12
+        )  # m + (1 - m) v/(v + r)
     w = rng.normal(size=20)
     x = rng.normal(size=(400, 20))
     y = np.where(x @ w > 0, 1, -1)
@@ -507,6 +509,13 @@ def test_arow_update_moves_the_margin_by_the_closed_form_and_learns_a_separable_
     assert history[-1]["AROW"] == E.arow_error(mu, x[300:], y[300:]) < 0.1
     brute = np.mean(np.where(x[300:] @ mu[:20] + mu[20] >= 0, 1, -1) != y[300:])
     assert E.arow_error(mu, x[300:], y[300:]) == brute
+    import scipy.sparse as sp  # the sparse rows' path, with the bias: the dense path's result
+
+    x[rng.random(x.shape) < 0.7] = 0
+    dense = E.train_arow(x, y, r=2.0, epochs=2)
+    sparse = E.train_arow(sp.csr_array(x), y, r=2.0, epochs=2)
+    for a, b in zip(dense[:2], sparse[:2]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
 
 
 def test_arow_refuses_bad_arguments_naming_them():
