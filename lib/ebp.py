@@ -837,7 +837,7 @@ def arow_error(mu, x, y) -> float:
         "tasks": list(PAPER_TABLE1),
         "folds": list(range(8)),
         "epochs": 3,
-        "r": [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10_000.0],
+        "r": [0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 1e4, 1e5, 1e6],
     },
 )
 def run_ebp_arow(config: dict) -> list:
