@@ -80,6 +80,8 @@ render: $(STAMP) browser
 # the book built with warnings as errors, the rendered book in headless Chromium, and the
 # library's unit tests against the oldest jax/flax/orbax it declares; then a table of the stages' times.
 test: $(STAMP) browser
+	@# the floor's environment installs (mostly downloads) while the first stages run
+	@( $(MAKE) --no-print-directory $(FLOOR)/.installed > $(FLOOR).log 2>&1 & )
 	$(PY) tools/stages.py \
 	  "sync=$(MAKE) --no-print-directory sync" \
 	  "unit=$(PY) -m pytest tests -m 'not render' $(XDIST)" \
@@ -90,11 +92,15 @@ test: $(STAMP) browser
 
 # The library's declared floor (jax, flax, orbax) in its own environment: the unit tests of lib.
 FLOOR := .venv-floor
+# One install at a time (`make test` starts it in the background, the floor stage waits for it):
+# under the lock, a stamp newer than its inputs means another make has just installed it.
 $(FLOOR)/.installed: pyproject.toml tests/floor-constraints.txt
-	test -x $(FLOOR)/bin/python || $(PYTHON) -m venv $(FLOOR)
-	$(FLOOR)/bin/python -m pip install --quiet --upgrade pip
-	$(FLOOR)/bin/python -m pip install --quiet -c tests/floor-constraints.txt -e . pytest pytest-xdist pyyaml
-	touch $@
+	flock $(FLOOR).lock bash -c 'set -e; \
+	  if [ $@ -nt pyproject.toml ] && [ $@ -nt tests/floor-constraints.txt ]; then exit 0; fi; \
+	  test -x $(FLOOR)/bin/python || $(PYTHON) -m venv $(FLOOR); \
+	  $(FLOOR)/bin/python -m pip install --quiet --upgrade pip; \
+	  $(FLOOR)/bin/python -m pip install --quiet -c tests/floor-constraints.txt -e . pytest pytest-xdist pyyaml; \
+	  touch $@'
 
 # What the floor is for: that the library works with those releases. The tests of lib that are not
 # marked slow (the end-to-end runs and repeated trainings, which call the same APIs again).

@@ -1017,6 +1017,9 @@ def _beats_arow(kind: str) -> Claim:
             arow["AROW"][0] - _table1(r)[task][f"{kind} EBP-P"][0]
             for task, arow in _table1(r, (_AROW_FILE,)).items()
         ),
+        expect="not reproduced",
+        note="our diagonal AROW is ahead of EBP-P on the two Amazon review tasks"
+        + (" and of Binary EBP-P on Reuters I8" if kind == "Binary" else ""),
     )
 
 

