@@ -102,6 +102,14 @@ def marginals_from_operators(T, B, Kxz, kxx_diag, q_mu):
     return mean, kdiag + quadratic_forms(B, A)
 
 
+@checks(
+    Kzz_chol=Array(ndim=2),
+    Kxz=Array(ndim=2),
+    kxx_diag=Array(ndim=1),
+    q_mu=Array(ndim=2),
+    q_sqrt=Array(ndim=3),
+    whiten=Bool(),
+)
 def conditional_marginals(Kzz_chol, Kxz, kxx_diag, q_mu, q_sqrt, whiten: bool):
     """Marginal means and variances of q(f_i) for one sparse GP layer (eq. dgp-marginals,
     dgp-whitened).
@@ -116,6 +124,9 @@ def conditional_marginals(Kzz_chol, Kxz, kxx_diag, q_mu, q_sqrt, whiten: bool):
 
 
 # %% book/dgp.md
+@checks(
+    q_mu=Array(ndim=2), q_sqrt=Array(ndim=3), Kzz_chol=Maybe(Array()), Kzz_chol_inv=Maybe(Array())
+)
 def gauss_kl(q_mu, q_sqrt, Kzz_chol=None, Kzz_chol_inv=None):
     """Sum over outputs of KL[N(q_mu[:, p], R_p R_p^T) || N(0, K)] (eq. dgp-kl).
 

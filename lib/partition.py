@@ -321,6 +321,7 @@ def log_mean_exp(log_w, axis: int = -1):
 
 
 # %% book/partition.md
+@checks(d_lower=Array(), d_upper=Array())
 def bridge_log_ratio(d_lower, d_upper, log_s):
     """Bridge-sampling estimate of log Z_{i+1} / Z_i (eq. pt-bridge) with Bennett's bridge.
 
