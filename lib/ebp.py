@@ -793,10 +793,10 @@ def train_arow(x, y, *, r: float, epochs: int = 3, x_test=None, y_test=None, bia
     n, width = x.shape
     mu, sigma = np.zeros(width), np.ones(width)
     mu_b, sigma_b = 0.0, float(bias)  # the bias's weight (feature 1); variance 0: no bias
-    history = []
+    sparse, history = sp.issparse(x), []
     for epoch in range(1, epochs + 1):
         for i in range(n):
-            if sp.issparse(x):  # the example's nonzero features
+            if sparse:  # the example's nonzero features
                 idx = x.indices[x.indptr[i] : x.indptr[i + 1]]
                 val = x.data[x.indptr[i] : x.indptr[i + 1]]
             else:

@@ -52,10 +52,10 @@ def _examples():
 
 @functools.cache
 def _by_name() -> dict:
-    return dict(public_callables())
+    return dict(library_callables())
 
 
-def public_callables():
+def library_callables():
     """Every function and class a module of lib defines: its public API (`__all__`) and its
     helpers, whose contracts hold as well."""
     for module_name in MODULES:
@@ -75,7 +75,7 @@ def contracts_of(obj) -> dict:
 
 
 def cases():
-    for qualname, obj in public_callables():
+    for qualname, obj in library_callables():
         for arg, contract in contracts_of(obj).items():
             for label, _ in contract.bad():
                 yield pytest.param(qualname, arg, label, id=f"{qualname}:{arg}:{label}")
@@ -118,7 +118,7 @@ def test_a_refused_value_raises_an_error_naming_the_argument(qualname, arg, labe
 
 
 def test_every_contract_names_a_parameter_and_the_suite_is_not_empty():
-    checked = [(q, o) for q, o in public_callables() if contracts_of(o)]
+    checked = [(q, o) for q, o in library_callables() if contracts_of(o)]
     assert len(checked) >= 25
     for qualname, obj in checked:
         target = obj.__init__ if inspect.isclass(obj) else obj

@@ -13,10 +13,14 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import sys
 from pathlib import Path
 
 from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from export import _bindings  # noqa: E402  (the exporter's reading of a cell's top-level names)
 
 
 def literal_docstring(app, what, name, obj, options, lines: list[str]) -> None:
@@ -44,13 +48,7 @@ def helper_names(module_name: str) -> list[str]:
     `__all__` leaves out, in source order."""
     module = importlib.import_module(module_name)
     tree = ast.parse(Path(module.__file__).read_text())
-    names = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    names = [name for name, kind, _ in _bindings(tree) if kind != "import"]
     public = set(module.__all__)
     return [n for n in dict.fromkeys(names) if not n.startswith("_") and n not in public]
 
