@@ -1760,6 +1760,7 @@ class _Run:
             "checkpoints_restored": self.restored,
             "first_started": (self.previous or {}).get("started"),
             "first_commit": (self.previous or {}).get("git_commit"),
+            "first_device": (self.previous or {}).get("device"),
         }
 
 
@@ -1781,7 +1782,15 @@ def _open_run(directory: Path, preset: str, config: dict, origin: dict, fresh: b
     if previous is None:
         now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         about.write_text(
-            json.dumps({**mine, "started": now, "git_commit": origin["git_commit"]}, indent=1)
+            json.dumps(
+                {
+                    **mine,
+                    "started": now,
+                    "git_commit": origin["git_commit"],
+                    "device": origin.get("device"),
+                },
+                indent=1,
+            )
             + "\n"
         )
     return _Run(directory, previous)

@@ -627,6 +627,8 @@ def test_run_unit_stores_results_and_refuses_another_configuration(tmp_path):
         rec = T.run_experiment("test-units", "book", {"fail_at": -1}, results_dir=tmp_path)
         assert calls == [2]  # units 0 and 1 came from the store
         assert rec["resumed"]["units_reused"] == ["unit 0", "unit 1"]
+        # the interrupted run's device is kept: a run resumed on another machine says both
+        assert rec["resumed"]["first_device"] == about["device"] == T.provenance()["device"]
         assert rec["rows"] == [{"i": i, "square": float(i * i), "pair": [i, i]} for i in range(3)]
         assert not run_json.parent.exists()  # removed once the results file is written
         calls.clear()
