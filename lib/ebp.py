@@ -645,6 +645,7 @@ def fold_indices(n: int, fold: int, n_folds: int = 8):
 @_experiment(
     "ebp-text",
     chapter="ebp",
+    lists=("hidden",),  # a width, or the widths of the hidden layers
     book={
         "tasks": list(PAPER_TABLE1),
         "folds": [0],

@@ -1171,15 +1171,23 @@ class Experiment:
     fn: Callable[[dict], list]
     presets: dict
     description: str
+    lists: tuple[str, ...] = ()  # settings that also take a list of their presets' kind of value
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
-def experiment(name: str, *, chapter: str, book: dict, paper: dict, description: str = ""):
-    """Decorator registering fn(config: dict) -> list[dict] as experiment `name` of `chapter`."""
+def experiment(
+    name: str, *, chapter: str, book: dict, paper: dict, description: str = "", lists=()
+):
+    """Decorator registering fn(config: dict) -> list[dict] as experiment `name` of `chapter`.
+
+    lists: settings that take either a value like their presets' or a list of such values (a
+    network's width, or the widths of its layers), so that `check_settings` accepts both."""
     if set(book) != set(paper):
         raise ValueError(f"experiment {name}: book and paper presets must set the same keys")
+    if set(lists) - set(book):
+        raise ValueError(f"experiment {name}: lists names settings it lacks: {sorted(lists)}")
 
     def register(fn):
         if name in EXPERIMENTS and EXPERIMENTS[name].fn.__qualname__ != fn.__qualname__:
@@ -1187,7 +1195,7 @@ def experiment(name: str, *, chapter: str, book: dict, paper: dict, description:
         # the first paragraph of the docstring, on one line
         doc = description or " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
         EXPERIMENTS[name] = Experiment(
-            name, chapter, fn, {"book": dict(book), "paper": dict(paper)}, doc
+            name, chapter, fn, {"book": dict(book), "paper": dict(paper)}, doc, tuple(lists)
         )
         return fn
 
@@ -1336,14 +1344,22 @@ def _setting_kind(refs: list) -> tuple[str, str]:
     return "other", ""
 
 
-def check_settings(name: str, presets: dict, overrides: dict) -> None:
+def check_settings(name: str, presets: dict, overrides: dict, lists=()) -> None:
     """Refuse an override whose type or range differs from the setting's values in the presets
     (`python -m lib ... --set KEY=VALUE`): an integer where the presets hold integers (not a bool,
-    not 1.5), positive where they are positive, a list of the same kind of items, one of the strings
-    the presets use where a setting is either a list or a string ("all")."""
+    not 1.5), positive where they are positive, a list of the same kind of items (or an empty one),
+    one of the strings the presets use where a setting is either a list or a string ("all").
+    lists: settings that may also be a non-empty list of values each fitting the presets' (see
+    `experiment`)."""
     for key, value in overrides.items():
         refs = [presets[p][key] for p in presets if key in presets[p]]
-        problem = _setting_problem(refs, value)
+        if key in lists and isinstance(value, list):
+            fits = value and not any(_setting_problem(refs, v) for v in value)
+            problem = (
+                "" if fits else f"{_setting_problem(refs, value)}, or a non-empty list of such"
+            )
+        else:
+            problem = _setting_problem(refs, value)
         if problem:
             shown = ", ".join(json.dumps(r) for r in refs)
             raise ValueError(
@@ -1375,9 +1391,7 @@ def _setting_problem(refs: list, value) -> str:
     strings = [r for r in present if isinstance(r, str)]
     if isinstance(value, list) and lists:
         items = [item for r in lists for item in r]
-        if not value and items:
-            return "a non-empty list"
-        for item in value:
+        for item in value:  # empty is allowed: a part may run none of one sub-grid (darn-mnist)
             inner = _setting_problem(items, item) if items else ""
             if inner:
                 return f"a list of items each {inner}"
@@ -1461,7 +1475,7 @@ def run_experiment(
     unknown = sorted(set(overrides) - set(config))
     if unknown:
         raise ValueError(f"experiment {name}: unknown settings {unknown}; it has {sorted(config)}")
-    check_settings(name, exp.presets, overrides)
+    check_settings(name, exp.presets, overrides, exp.lists)
     config.update(overrides)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     origin = provenance()  # taken before the run: the code that runs is the code of this commit

@@ -369,6 +369,51 @@ def test_python_m_lib_lists_and_reports_errors():
         assert bad.returncode == 2 and expected in bad.stderr, bad.stderr
 
 
+def test_every_committed_results_record_has_settings_the_cli_accepts():
+    """Each results file's configuration passes check_settings, so its recorded command reruns."""
+    import importlib
+
+    import lib
+
+    for module in lib.MODULES:
+        importlib.import_module(f"lib.{module}")
+    checked = 0
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted((root / "results").glob("*/*.json")):
+        record = json.loads(path.read_text())
+        exp = T.EXPERIMENTS.get(record.get("experiment"))
+        if exp is None or record.get("preset") not in exp.presets:
+            continue
+        preset = exp.presets[record["preset"]]
+        config = {k: v for k, v in record["config"].items() if k in preset}
+        try:
+            T.check_settings(record["experiment"], exp.presets, config, exp.lists)
+        except ValueError as err:
+            raise AssertionError(f"{path.relative_to(root)}: {err}") from None
+        checked += 1
+    assert checked >= 90  # all but the benchmarks
+
+
+def test_the_paper_scale_queue_is_valid(tmp_path):
+    """tools/queue.json: registered experiments, settings the CLI accepts, no part twice."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("queue_tool", root / "tools" / "queue.py")
+    queue = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(queue)
+    entries = queue.load_queue()
+    assert len({e["part"] for e in entries}) == len(entries) > 0
+    done = [e for e in entries if queue.results_file(e).exists()]
+    assert all(queue.results_file(e).parent.name == e["chapter"] for e in entries)
+    assert len(queue.pending(entries)) == len(entries) - len(done)
+    bad = json.loads((root / "tools" / "queue.json").read_text())[:1]
+    bad[0]["set"] = {"no_such_setting": 1}
+    (tmp_path / "queue.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="has no"):
+        queue.load_queue(tmp_path / "queue.json")
+
+
 def test_settings_are_checked_against_the_presets_types_and_ranges():
     presets = {
         "book": {
@@ -404,11 +449,18 @@ def test_settings_are_checked_against_the_presets_types_and_ranges():
     }
     for key, value in good.items():
         T.check_settings("x", presets, {key: value})
+    T.check_settings("x", presets, {"names": [], "splits": []})  # a part may run none of a grid
+    T.check_settings("x", presets, {"steps": [5, 6]}, lists=("steps",))  # widths of layers, say
+    for value in ([0], [], [5, 2.5]):
+        with pytest.raises(ValueError, match="or a non-empty list of such"):
+            T.check_settings("x", presets, {"steps": value}, lists=("steps",))
+    with pytest.raises(ValueError, match="must be an integer"):
+        T.check_settings("x", presets, {"steps": [5]})  # a list only where the experiment says
     bad = {
         "steps": [0, -5, True, 2.5, "abc", None],
         "seed": [-1, 1.5],
         "lr": [0, -0.1, float("nan"), "x"],
-        "splits": ["some", [1.5], [], 3],
+        "splits": ["some", [1.5], 3],
         "names": ["a", [1]],
         "flag": [1, "yes"],
         "seeds": [[0.5]],
