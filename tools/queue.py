@@ -55,9 +55,9 @@ def experiments() -> dict:
 def load_queue(path: Path = QUEUE) -> list[dict]:
     """The queue's entries, checked as `python -m lib` would check them: a registered experiment,
     one of its presets, settings it has with values it accepts, a part name; no part twice."""
+    registry, entries, seen = experiments(), json.loads(path.read_text()), set()
     from lib.toolkit import PRESETS, check_settings
 
-    registry, entries, seen = experiments(), json.loads(path.read_text()), set()
     for e in entries:
         missing = {"experiment", "preset", "set", "part"} - set(e)
         if missing:
