@@ -399,7 +399,7 @@ def test_the_paper_scale_queue_is_valid(tmp_path):
     import importlib.util
 
     root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("queue_tool", root / "tools" / "queue.py")
+    spec = importlib.util.spec_from_file_location("queue_tool", root / "tools" / "run_queue.py")
     queue = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(queue)
     entries = queue.load_queue()

@@ -1,6 +1,6 @@
 """Run the paper-scale queue: the parts of tools/queue.json not yet in results/, several at a time.
 
-    python tools/queue.py [--pool N] [--deadline SECONDS] [--pack DIR] [--tests] [--only PART ...]
+    python tools/run_queue.py [--pool N] [--deadline S] [--pack DIR] [--tests] [--only PART ...]
 
 Each entry of tools/queue.json is one `python -m lib` part, in the order the issue tracker asks for
 them: {"experiment", "preset", "set": {setting: value}, "part", "note"}. A part whose results file
