@@ -63,8 +63,9 @@ browser:
 # Both cores: the unit tests spread over two workers, the chapters one notebook per worker.
 # The chapters run outside the checkout, as in Colab (tools/outside.py: the library from its
 # wheel in a fresh environment, the notebooks copied to an empty folder): the one nbval run.
-XDIST := -n 2 --dist worksteal
-NBVAL := -n 2 --dist loadscope
+# --durations: the slowest tests and chapter cells, in the log of every run (the time budget).
+XDIST := -n 2 --dist worksteal --durations=15
+NBVAL := -n 2 --dist loadscope --durations=25
 
 unit: $(STAMP)
 	$(PY) -m pytest tests -m "not render" $(XDIST)

@@ -416,8 +416,7 @@ def test_patience_stops_after_that_many_evaluations_without_improvement():
 
 @pytest.mark.slow
 def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch):
-    """The registered experiments run end to end on the real data (tiny settings) and write their
-    rows."""
+    """darn-mnist runs end to end on the real data (tiny settings) and writes its rows."""
     from lib.toolkit import run_experiment
 
     monkeypatch.setenv("LIB_DATA_DIR", str(data_dir))
@@ -456,6 +455,15 @@ def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch)
         and fd["weights_read"] < fd["weights_dense"]
     )
     assert (deep["layers"], deep["n_deterministic"]) == (2, 10) and 60 < deep["test_bound"] < 300
+
+
+@pytest.mark.slow
+def test_uci_experiment_runs_and_records(data_dir, tmp_path, monkeypatch):
+    """darn-uci end to end on the real data (tiny settings): every model's row, each the best of
+    its grid on validation. (Apart from the darn-mnist test, so that two workers share them.)"""
+    from lib.toolkit import run_experiment
+
+    monkeypatch.setenv("LIB_DATA_DIR", str(data_dir))
     rec = run_experiment(
         "darn-uci",
         "book",
