@@ -1125,7 +1125,7 @@ UCI_TABLE1 = {
         "learning_rates": [1e-3],
         "components": [16, 32],
         "nade_hidden": [100],
-        "epochs": 150,
+        "epochs": 75,
         "eval_epochs": 25,
         "patience": 5,
         "valid_samples": 10,

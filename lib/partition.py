@@ -895,10 +895,10 @@ def _trace_row(history: dict, every: int) -> dict:
     chapter="partition",
     book={
         "n_hidden": 25,
-        "steps": 20000,
+        "steps": 10000,
         "schedules": [[0.01, 1e3], [0.01, 1e5]],
-        "eval_every": 10000,
-        "ais_every": 20000,
+        "eval_every": 5000,
+        "ais_every": 10000,
         "ais_counts": [500, 2000, 2000],
         "ais_runs": 100,
         "n_temps": 10,
