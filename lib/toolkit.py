@@ -1187,7 +1187,8 @@ def experiment(
     if set(book) != set(paper):
         raise ValueError(f"experiment {name}: book and paper presets must set the same keys")
     if set(lists) - set(book):
-        raise ValueError(f"experiment {name}: lists names settings it lacks: {sorted(lists)}")
+        unknown = sorted(set(lists) - set(book))
+        raise ValueError(f"experiment {name}: lists names settings it lacks: {unknown}")
 
     def register(fn):
         if name in EXPERIMENTS and EXPERIMENTS[name].fn.__qualname__ != fn.__qualname__:

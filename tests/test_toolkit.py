@@ -456,6 +456,8 @@ def test_settings_are_checked_against_the_presets_types_and_ranges():
             T.check_settings("x", presets, {"steps": value}, lists=("steps",))
     with pytest.raises(ValueError, match="must be an integer"):
         T.check_settings("x", presets, {"steps": [5]})  # a list only where the experiment says
+    with pytest.raises(ValueError, match=r"lists names settings it lacks: \['width'\]"):
+        T.experiment("x", chapter="t", book={"steps": 1}, paper={"steps": 2}, lists=("width",))
     bad = {
         "steps": [0, -5, True, 2.5, "abc", None],
         "seed": [-1, 1.5],
