@@ -1270,6 +1270,34 @@ def run_dgp_kin8nm(config: dict) -> list:
 
 
 # %% book/dgp.md
+# the results files of dgp-uci at the paper's settings, by dataset (Sections 11 and 13)
+_UCI_PARTS = {
+    "bostonHousing": ("boston-splits0-4",),
+    "concrete": (
+        "concrete-splits0-2",
+        "concrete-splits3-4",
+        "concrete-splits5-6",
+        "concrete-splits7-8",
+    ),
+    "energy": ("energy-splits0-2", "energy-splits3-6", "energy-splits7-8"),
+    "wine-quality-red": ("wine-splits0-4",),
+    "power-plant": ("power-split0", "power-split0-dgp3"),
+    "naval-propulsion-plant": (
+        "naval-split0",
+        "naval-split1-sgp-dgp2",
+        "naval-split1-dgp3",
+        *(f"naval-split{k}-{m}" for k in (2, 3, 4) for m in ("sgp-dgp2", "dgp3")),
+    ),
+    "protein-tertiary-structure": (
+        "protein-sgp-splits0-2",
+        "protein-sgp-splits3-4",
+        *(f"protein-split{k}-dgp3" for k in range(5)),
+        "protein-split0-dgp2",
+    ),
+}
+
+
+# %% book/dgp.md
 @checks(
     model=Instance(DeepGP), x_test=Array(ndim=2), num_samples=Int(1), seed=Int(0), batch_size=Int(1)
 )
@@ -1368,30 +1396,6 @@ def run_dgp_mnist(config: dict) -> list:
 # %% book/dgp.md
 from lib.toolkit import Claim
 
-_UCI_PARTS = {
-    "bostonHousing": ("boston-splits0-4",),
-    "concrete": (
-        "concrete-splits0-2",
-        "concrete-splits3-4",
-        "concrete-splits5-6",
-        "concrete-splits7-8",
-    ),
-    "energy": ("energy-splits0-2", "energy-splits3-6", "energy-splits7-8"),
-    "wine-quality-red": ("wine-splits0-4",),
-    "power-plant": ("power-split0", "power-split0-dgp3"),
-    "naval-propulsion-plant": (
-        "naval-split0",
-        "naval-split1-sgp-dgp2",
-        "naval-split1-dgp3",
-        *(f"naval-split{k}-{m}" for k in (2, 3, 4) for m in ("sgp-dgp2", "dgp3")),
-    ),
-    "protein-tertiary-structure": (
-        "protein-sgp-splits0-2",
-        "protein-sgp-splits3-4",
-        *(f"protein-split{k}-dgp3" for k in range(5)),
-        "protein-split0-dgp2",
-    ),
-}
 _KIN8NM = ("results/dgp/dgp-kin8nm.json",) + tuple(
     f"results/dgp/dgp-kin8nm.split{k}.json" for k in range(1, 5)
 )
