@@ -414,41 +414,41 @@ def test_patience_stops_after_that_many_evaluations_without_improvement():
     assert list(hist["valid_step"]) == [100, 200, 300, 400, 500] and hist["best_step"] == 200
 
 
-# darn-mnist end to end on the real data, tiny settings, in two halves that two workers share
-DARN_MNIST_HALVES = {
-    "darn-mob": {"n_hidden": [3, 20], "mixture_components": [4], "fdarn_hidden": [], "deep": []},
-    "fdarn-deep": {
-        "n_hidden": [],
-        "mixture_components": [],
-        "fdarn_hidden": [30],
-        "deep": [[2, 5, 10]],
-    },
-}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("half", list(DARN_MNIST_HALVES))
-def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch, half):
+def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch):
     """darn-mnist runs end to end on the real data (tiny settings) and writes its rows."""
     from lib.toolkit import run_experiment
 
     monkeypatch.setenv("LIB_DATA_DIR", str(data_dir))
-    settings = {"steps": 200, "eval_every": 100, "is_samples": 10, **DARN_MNIST_HALVES[half]}
-    rec = run_experiment("darn-mnist", "book", settings, results_dir=tmp_path)
+    rec = run_experiment(
+        "darn-mnist",
+        "book",
+        {
+            "n_hidden": [3, 20],
+            "steps": 200,
+            "eval_every": 100,
+            "mixture_components": [4],
+            "is_samples": 10,
+            "fdarn_hidden": [30],
+            "deep": [[2, 5, 10]],
+        },
+        results_dir=tmp_path,
+    )
     rows = {(r["model"], r.get("n_hidden", r.get("components"))): r for r in rec["rows"]}
+    assert sorted(rows) == [("DARN", 3), ("DARN", 20), ("MoB", 4), ("deep DARN", 10), ("fDARN", 30)]
+    assert rows[("DARN", 3)]["method"] == "exact" and rows[("DARN", 20)]["method"].startswith(
+        "importance"
+    )
+    assert (
+        rows[("fDARN", 30)]["method"].startswith("importance")
+        and "test_log_prob" not in rows[("deep DARN", 10)]
+    )
     for r in rec["rows"]:
         assert (
             -300 < r.get("test_log_prob", -100) < -60
         )  # nats per binarised MNIST digit, however briefly trained
         assert r["model"] == "MoB" or r["test_bound"] > -r.get("test_log_prob", 0.0)
-    if half == "darn-mob":
-        assert sorted(rows) == [("DARN", 3), ("DARN", 20), ("MoB", 4)]
-        assert rows[("DARN", 3)]["method"] == "exact"
-        assert rows[("DARN", 20)]["method"].startswith("importance")
-        return
-    assert sorted(rows) == [("deep DARN", 10), ("fDARN", 30)]
     fd, deep = rows[("fDARN", 30)], rows[("deep DARN", 10)]
-    assert fd["method"].startswith("importance") and "test_log_prob" not in deep
     assert (
         fd["n_deterministic"] == 0
         and 0 < fd["test_activity"] < 1
