@@ -79,7 +79,8 @@ render: $(STAMP) browser
 # Every check: library and notebooks in sync, unit tests, the executed chapters (nbval, outside
 # the checkout),
 # the book built with warnings as errors, the rendered book in headless Chromium, and the
-# library's unit tests against the oldest jax/flax/orbax it declares; then a table of the stages' times.
+# library's unit tests against the oldest jax/flax/orbax it declares (beside the book's build and
+# render, which leave a core idle); then a table of the stages' times.
 test: $(STAMP) browser
 	@# the floor's environment installs (mostly downloads) while the first stages run
 	@( $(MAKE) --no-print-directory $(FLOOR)/.installed > $(FLOOR).log 2>&1 & )
@@ -87,9 +88,9 @@ test: $(STAMP) browser
 	  "sync=$(MAKE) --no-print-directory sync" \
 	  "unit=$(PY) -m pytest tests -m 'not render' $(XDIST)" \
 	  "nbval=$(PY) tools/outside.py $(NBVAL)" \
+	  "&floor=$(MAKE) --no-print-directory test-floor" \
 	  "book=$(MAKE) --no-print-directory book" \
-	  "render=$(PY) -m pytest tests -m render" \
-	  "floor=$(MAKE) --no-print-directory test-floor"
+	  "render=$(PY) -m pytest tests -m render"
 
 # The library's declared floor (jax, flax, orbax) in its own environment: the unit tests of lib.
 FLOOR := .venv-floor
