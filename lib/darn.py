@@ -1120,7 +1120,7 @@ UCI_TABLE1 = {
     chapter="darn",
     book={
         "datasets": ["dna"],
-        "darn_hidden": [16],
+        "darn_hidden": [12],
         "darn_deterministic": [100],
         "learning_rates": [1e-3],
         "components": [16, 32],
