@@ -1292,7 +1292,7 @@ _UCI_PARTS = {
         "protein-sgp-splits0-2",
         "protein-sgp-splits3-4",
         *(f"protein-split{k}-dgp3" for k in range(5)),
-        "protein-split0-dgp2",
+        *(f"protein-split{k}-dgp2" for k in range(3)),
     ),
 }
 
