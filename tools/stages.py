@@ -13,6 +13,7 @@ stages' wall times and results; the exit status is that of the first failed stag
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,8 +39,13 @@ def main(argv: list[str]) -> int:
                 flush=True,
             )
             log = tempfile.TemporaryFile("w+")
-            proc = subprocess.Popen(
-                command, shell=True, executable="/bin/bash", stdout=log, stderr=subprocess.STDOUT
+            proc = subprocess.Popen(  # its own process group, so that a failure stops it whole
+                command,
+                shell=True,
+                executable="/bin/bash",
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
             beside.append((name, proc, log, start))
             rows[name] = None
@@ -51,8 +57,8 @@ def main(argv: list[str]) -> int:
             status = code
             break
     for name, proc, log, start in beside:
-        if status:
-            proc.terminate()
+        if status and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
         code = proc.wait()
         rows[name] = (time.perf_counter() - start, "ok" if code == 0 else f"FAILED ({code})")
         log.seek(0)
