@@ -65,7 +65,7 @@ browser:
 # wheel in a fresh environment, the notebooks copied to an empty folder): the one nbval run.
 # --durations: the slowest tests and chapter cells, in the log of every run (the time budget).
 XDIST := -n 2 --dist worksteal --durations=15
-NBVAL := -n 2 --dist loadscope --durations=25
+NBVAL := -n 2 --dist loadscope --no-loadscope-reorder --durations=25
 
 unit: $(STAMP)
 	$(PY) -m pytest tests -m "not render" $(XDIST)
