@@ -137,3 +137,30 @@ def test_nbval_runs_the_chapters_longest_first():
     order = [p.stem for p in nbval_order(books)]
     assert order[: len(LONGEST_FIRST)] == list(LONGEST_FIRST) and order[-1] == "new"
     assert sorted(order) == sorted(stems | {"new"})
+
+
+def test_the_floor_leaves_out_only_modules_that_do_not_import_the_pinned_releases():
+    """`make test-floor` runs the tests of every module of lib that imports jax, flax, orbax or
+    threadpoolctl (at any depth of its code); a module whose tests it leaves out imports none."""
+    import ast
+
+    import lib
+
+    pinned = {"jax", "jaxlib", "flax", "orbax", "threadpoolctl"}
+    recipe = (ROOT / "Makefile").read_text().split("\ntest-floor:")[1].split("\n\n")[0]
+    floor = set(re.findall(r"tests/test_(\w+)\.py", recipe))
+    for module in lib.MODULES:
+        tree = ast.parse((ROOT / "lib" / f"{module}.py").read_text())
+        imported = {
+            name.split(".")[0]
+            for node in ast.walk(tree)
+            for name in (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+        }
+        if imported & pinned or "lib" in imported:
+            assert module in floor, f"make test-floor does not run tests/test_{module}.py"
