@@ -788,6 +788,9 @@ def note_restored(checkpoint_dir, step: int) -> None:
 
 
 # %% book/toolkit.md
+import types
+
+
 class FlatStep:
     """`step(state, batch, key) -> (state, metrics)` jitted over the list of the state's leaves.
 
@@ -820,6 +823,23 @@ class FlatStep:
 
     def __call__(self, leaves, batch, key):
         return self.jitted(leaves, batch, key)
+
+
+def _flat_step_for(step: Callable, state, jit_options: dict) -> FlatStep:
+    """The FlatStep of `step` for this state's structure and these options, made once per step
+    function: a training that calls `fit` chunk by chunk (validating in between) compiles its step
+    once, not once per chunk. Kept on the function object (a function or a functools.partial), so
+    it lives as long as the step does; other callables get a new FlatStep each call."""
+    key = (
+        jax.tree.structure(state),
+        tuple(sorted((k, repr(v)) for k, v in jit_options.items() if v is not None)),
+    )
+    if not isinstance(step, (types.FunctionType, functools.partial)):  # a bound method's
+        return FlatStep(step, state, **jit_options)  # attributes are its function's
+    made = step.__dict__.setdefault("_flat_steps", {})
+    if key not in made:
+        made[key] = FlatStep(step, state, **jit_options)
+    return made[key]
 
 
 @checks(
@@ -866,7 +886,9 @@ def fit(
     and the batch divides among them (else one device, with a warning); None: the default device. A
     batch of the same array objects as the previous step's (full-batch training) is placed once.
     compiler_options: XLA options for compiling the step (`jax.jit(..., compiler_options=)`).
-    The step runs over the state's leaves (`FlatStep`).
+    The step runs over the state's leaves (`FlatStep`), compiled once per step function and state
+    structure, however many calls train with it (as jax.jit: a step whose closure changes between
+    calls must be a new function).
     """
     if not isinstance(num_steps, (int, np.integer)) or num_steps < 0:
         raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
@@ -893,7 +915,7 @@ def fit(
         everywhere = replicated(mesh)
         state, key = jax.device_put((state, key), everywhere)
         feed, jit_options["out_shardings"] = _placed_feed(data, mesh), (everywhere, everywhere)
-    jitted = FlatStep(step, state, **jit_options)
+    jitted = _flat_step_for(step, state, jit_options)
     leaves = jitted.flatten(state)
     began = time.perf_counter()
     pending: list = []

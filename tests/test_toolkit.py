@@ -111,6 +111,29 @@ def test_fit_runs_and_records_every_step():
     assert res.start_step == 0
 
 
+def test_fit_in_chunks_compiles_the_step_once_and_equals_one_call():
+    """fit called chunk by chunk (first_step, stop_after) traces a step function once per state
+    structure, and reaches the state of one uninterrupted call; a new function is traced anew."""
+    traces = []
+
+    def step(state, batch, key):
+        traces.append(1)  # runs when jax traces the step, not when the compiled step runs
+        new = jax.tree.map(lambda w: quadratic_step(w, batch, key)[0], state)
+        return new, {"loss": sum(jnp.sum((w - batch) ** 2) for w in jax.tree.leaves(new))}
+
+    data = lambda t: jnp.full(3, 2.0)  # noqa: E731
+    kw = dict(key=jax.random.key(0), log_every=10, progress=False)
+    state = jnp.zeros(3)
+    for first in range(0, 60, 20):
+        state = T.fit(step, state, data, 60, first_step=first, stop_after=20, **kw).state
+    assert len(traces) == 1
+    T.fit(step, {"w": jnp.zeros(3)}, data, 10, **kw)  # another structure
+    assert len(traces) == 2
+    whole = T.fit(lambda s, b, k: step(s, b, k), jnp.zeros(3), data, 60, **kw).state
+    assert len(traces) == 3  # another function
+    assert np.array_equal(np.asarray(state), np.asarray(whole))
+
+
 def test_fit_stops_at_the_first_nonfinite_step():
     def step(w, batch, key):
         t = batch
