@@ -1268,7 +1268,18 @@ PAPER_LARGE = {
 # the pieces of the paper-scale run in results/partition/, partition-large.<piece>.json
 LARGE_PARTS = tuple(
     f"{d}-eps1e-{e}-a1e{a}" for d in ("mnist", "caltech") for e in (2, 3) for a in (3, 4, 5)
-) + ("mnist-eps1e-2-a1e4-adapt", "mnist-eps1e-2-a1e5-adapt", "caltech-eps1e-2-a1e4-adapt")
+) + tuple(
+    f"{d}-eps1e-{e}-a1e{a}-adapt"  # adaptive tempering (APT), the runs made so far
+    for d, e, a in (
+        ("mnist", 2, 3),
+        ("mnist", 2, 4),
+        ("mnist", 2, 5),
+        ("caltech", 2, 3),
+        ("caltech", 2, 4),
+        ("caltech", 2, 5),
+        ("caltech", 3, 3),
+    )
+)
 
 
 # %% book/partition.md
