@@ -1278,6 +1278,7 @@ LARGE_PARTS = tuple(
         ("caltech", 2, 4),
         ("caltech", 2, 5),
         ("caltech", 3, 3),
+        ("caltech", 3, 4),
     )
 )
 

@@ -32,7 +32,7 @@ from chapters import ROOT, chapter_sources  # noqa: E402
 # (its log's --durations). With `--dist loadscope --no-loadscope-reorder` (the Makefile's NBVAL)
 # pytest-xdist hands each free worker the next notebook in this order, so that the two workers
 # end together instead of one running a long chapter alone at the end (xdist's own order, by
-# number of cells, left a worker idle for about 90 s).
+# number of cells, started ebp, about 230 s of cells, last).
 LONGEST_FIRST = (
     *("nram", "darn", "dgp", "partition", "ebp"),
     *("performance", "toolkit", "data", "reproduces"),
