@@ -830,12 +830,12 @@ def _flat_step_for(step: Callable, state, jit_options: dict) -> FlatStep:
     function: a training that calls `fit` chunk by chunk (validating in between) compiles its step
     once, not once per chunk. Kept on the function object (a function or a functools.partial), so
     it lives as long as the step does; other callables get a new FlatStep each call."""
+    if not isinstance(step, (types.FunctionType, functools.partial)):
+        return FlatStep(step, state, **jit_options)  # (a bound method's attributes are shared)
     key = (
         jax.tree.structure(state),
         tuple(sorted((k, repr(v)) for k, v in jit_options.items() if v is not None)),
     )
-    if not isinstance(step, (types.FunctionType, functools.partial)):  # a bound method's
-        return FlatStep(step, state, **jit_options)  # attributes are its function's
     made = step.__dict__.setdefault("_flat_steps", {})
     if key not in made:
         made[key] = FlatStep(step, state, **jit_options)
