@@ -999,6 +999,7 @@ class NRAMResult(NamedTuple):
 
 
 def _chunk_fn(config: TrainConfig, graphdef, tx):
+    """One chunk of training steps, not jitted: (state, batches) -> (state, per-step outputs)."""
     spec = config.spec()
 
     def loss_fn(params, rest, batch):
@@ -1033,15 +1034,16 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
             _global_norm(grads),
         )
 
-    return jax.jit(lambda state, batches: jax.lax.scan(step, state, batches))
+    return lambda state, batches: jax.lax.scan(step, state, batches)
 
 
 @lru_cache(maxsize=16)
-def _compiled_chunk_fn(config: TrainConfig, graphdef):
-    """_chunk_fn, kept for later runs of the same architecture and optimizer: another seed,
-    length or curriculum reuses the compiled step (the optimizer's seed only sets its initial
-    state)."""
-    return _chunk_fn(config, graphdef, make_optimizer(config))
+def _compiled_chunk_fn(config: TrainConfig, graphdef, many: bool = False):
+    """_chunk_fn jitted, and kept for later runs of the same architecture and optimizer: another
+    seed, length or curriculum reuses the compiled step (the optimizer's seed only sets its initial
+    state). many: vmapped over runs stacked on a leading axis (train_nram_seeds)."""
+    chunk = _chunk_fn(config, graphdef, make_optimizer(config))
+    return jax.jit(jax.vmap(chunk) if many else chunk)
 
 
 def _step_settings(config: TrainConfig) -> TrainConfig:
@@ -1049,6 +1051,113 @@ def _step_settings(config: TrainConfig) -> TrainConfig:
     return dataclasses.replace(
         config, steps=1, seed=0, keep_best=True, threshold=0.1, min_gap=200, max_difficulty=1
     )
+
+
+def _check_config(config: TrainConfig) -> None:
+    if config.task not in TASKS:
+        raise ValueError(f"task must be one of {sorted(TASKS)}, got {config.task!r}")
+    need = TASKS[config.task].min_memory(config.max_difficulty)
+    if config.memory_size < need:
+        raise ValueError(
+            f"task {config.task} at max_difficulty={config.max_difficulty} needs memory_size >= "
+            f"{need}, "
+            f"got {config.memory_size}"
+        )
+    if config.timesteps < 1:
+        raise ValueError(f"timesteps must be at least 1, got {config.timesteps}")
+
+
+class _RunLog:
+    """The host side of one training run: its data generator and curriculum, its history, and the
+    best controller so far (train_nram runs one, train_nram_seeds several side by side)."""
+
+    def __init__(self, config: TrainConfig, params):
+        self.config = config
+        self.rng = np.random.default_rng(config.seed)
+        self.curriculum = Curriculum(
+            config.max_difficulty, threshold=config.threshold, min_gap=config.min_gap
+        )
+        self.history = {
+            k: [] for k in ("step", "loss", "error", "error_level", "level", "grad_norm")
+        }
+        self.best, self.best_step, self.best_key = params, 0, None
+
+    def batches(self, first: int, k: int) -> tuple[np.ndarray, dict]:
+        """The difficulties and the examples of steps first .. first+k-1 (numpy, stacked)."""
+        config = self.config
+        difficulty = np.stack(
+            [self.curriculum.sample(self.rng, config.batch_size) for _ in range(k)]
+        )
+        batches = [make_batch(config.task, d, config.memory_size, self.rng) for d in difficulty]
+        stacked = {name: np.stack([getattr(b, name) for b in batches]) for name in Example._fields}
+        stacked["entropy_coef"] = (
+            config.entropy * config.entropy_decay ** np.arange(first, first + k)
+        ).astype(np.float32)
+        return difficulty, stacked
+
+    def record(self, first: int, difficulty: np.ndarray, outputs, params) -> dict:
+        """Book the chunk that ended at step first+k: history, best controller, curriculum. Returns
+        the chunk's history entry."""
+        loss, wrong, cells, gnorm = (np.asarray(x) for x in outputs)
+        last = first + len(loss)
+        if not np.all(np.isfinite(loss)):  # NonFiniteError names the first bad step
+            bad = int(np.argmin(np.isfinite(loss)))
+            check_finite(
+                first + bad,
+                {"loss": loss[bad], "grad_norm": gnorm[bad]},
+                "lower learning_rate or clip_activation",
+            )
+        error = float(wrong.sum() / cells.sum())
+        current = (
+            difficulty <= self.curriculum.level
+        )  # the level is judged on the examples it covers
+        error_level = float(wrong[current].sum() / max(cells[current].sum(), 1))
+        entry = {
+            "step": last,
+            "loss": float(loss.mean()),
+            "error": error,
+            "error_level": error_level,
+            "level": self.curriculum.level,
+            "grad_norm": float(gnorm.mean()),
+        }
+        for name, value in entry.items():
+            self.history[name].append(value)
+        # higher level first, then lower error there; ties: the later
+        key = (self.curriculum.level, -error_level)
+        if self.config.keep_best and (self.best_key is None or key >= self.best_key):
+            self.best, self.best_step, self.best_key = params(), last, key
+        self.curriculum.update(last, error_level)
+        return entry
+
+    def extra(self) -> dict:
+        """What a checkpoint keeps of the run besides its arrays."""
+        return {
+            "best_step": self.best_step,
+            "best_key": self.best_key,
+            "rng": self.rng.bit_generator.state,
+            "level": self.curriculum.level,
+            "raised_at": self.curriculum.raised_at,
+            "history": self.history,
+        }
+
+    def restore(self, extra: dict, best) -> None:
+        self.best, self.best_step = best, extra["best_step"]
+        self.best_key = None if extra["best_key"] is None else tuple(extra["best_key"])
+        self.rng.bit_generator.state = extra["rng"]
+        self.curriculum.level, self.curriculum.raised_at = extra["level"], extra["raised_at"]
+        self.history = extra["history"]
+
+    def result(self, graphdef, params, rest, level_seconds: float) -> NRAMResult:
+        if not self.config.keep_best:
+            self.best, self.best_step = params, self.config.steps
+        return NRAMResult(
+            nnx.merge(graphdef, self.best, rest),
+            {k: np.asarray(v) for k, v in self.history.items()},
+            self.curriculum.level,
+            level_seconds,
+            self.best_step,
+            nnx.merge(graphdef, params, rest),
+        )
 
 
 @checks(
@@ -1074,84 +1183,130 @@ def train_nram(
     latest checkpoint found
     there: the result is that of an uninterrupted run.
     """
-    spec = config.spec()
-    if config.task not in TASKS:
-        raise ValueError(f"task must be one of {sorted(TASKS)}, got {config.task!r}")
-    need = TASKS[config.task].min_memory(config.max_difficulty)
-    if config.memory_size < need:
-        raise ValueError(
-            f"task {config.task} at max_difficulty={config.max_difficulty} needs memory_size >= "
-            f"{need}, "
-            f"got {config.memory_size}"
-        )
-    if config.timesteps < 1:
-        raise ValueError(f"timesteps must be at least 1, got {config.timesteps}")
+    _check_config(config)
     controller = make_controller(config, nnx.Rngs(config.seed))
     graphdef, params, rest = nnx.split(controller, nnx.Param, ...)
     tx = make_optimizer(config)
     state = (params, rest, tx.init(params))
     chunk = _compiled_chunk_fn(_step_settings(config), graphdef)
-    rng = np.random.default_rng(config.seed)
-    curriculum = Curriculum(
-        config.max_difficulty, threshold=config.threshold, min_gap=config.min_gap
-    )
-    history = {k: [] for k in ("step", "loss", "error", "error_level", "level", "grad_norm")}
-    best, best_key = (state[0], 0), None
+    run = _RunLog(config, state[0])
     began = time.perf_counter()
     n_chunks = -(-config.steps // config.chunk)
     done_chunks, saved_at, spent = 0, 0, 0.0
     if checkpoint_dir is not None:
-        restored = restore_checkpoint(checkpoint_dir, {"state": state, "best": best[0]})
+        restored = restore_checkpoint(checkpoint_dir, {"state": state, "best": run.best})
         if restored is not None:
             saved_at, trees, extra = restored
-            state, best = trees["state"], (trees["best"], extra["best_step"])
-            best_key = None if extra["best_key"] is None else tuple(extra["best_key"])
-            rng.bit_generator.state = extra["rng"]
-            curriculum.level, curriculum.raised_at = extra["level"], extra["raised_at"]
-            history, done_chunks, spent = extra["history"], extra["chunks"], extra["seconds"]
+            state = trees["state"]
+            run.restore(extra, trees["best"])
+            done_chunks, spent = extra["chunks"], extra["seconds"]
             note_restored(checkpoint_dir, saved_at)
     report = Progress(
         config.steps, f"NRAM {config.task} seed {config.seed}", initial=saved_at, enabled=progress
     )
     for c in range(done_chunks, n_chunks):
         first = c * config.chunk
-        k = min(config.chunk, config.steps - first)
-        difficulty = np.stack([curriculum.sample(rng, config.batch_size) for _ in range(k)])
-        batches = [make_batch(config.task, d, config.memory_size, rng) for d in difficulty]
-        stacked = {
-            name: jnp.asarray(np.stack([getattr(b, name) for b in batches]))
-            for name in Example._fields
-        }
-        stacked["entropy_coef"] = jnp.asarray(
-            config.entropy * config.entropy_decay ** np.arange(first, first + k), jnp.float32
-        )
-        state, (loss, wrong, cells, gnorm) = chunk(state, stacked)
-        loss, wrong, cells, gnorm = (np.asarray(x) for x in (loss, wrong, cells, gnorm))
-        if not np.all(np.isfinite(loss)):  # NonFiniteError names the first bad step
-            bad = int(np.argmin(np.isfinite(loss)))
-            check_finite(
-                first + bad,
-                {"loss": loss[bad], "grad_norm": gnorm[bad]},
-                "lower learning_rate or clip_activation",
-            )
-        error = float(wrong.sum() / cells.sum())
-        current = difficulty <= curriculum.level  # the level is judged on the examples it covers
-        error_level = float(wrong[current].sum() / max(cells[current].sum(), 1))
-        history["step"].append(first + k)
-        history["loss"].append(float(loss.mean()))
-        history["error"].append(error)
-        history["error_level"].append(error_level)
-        history["level"].append(curriculum.level)
-        history["grad_norm"].append(float(gnorm.mean()))
+        difficulty, batches = run.batches(first, min(config.chunk, config.steps - first))
+        batches = {name: jnp.asarray(x) for name, x in batches.items()}
+        state, outputs = chunk(state, batches)
+        entry = run.record(first, difficulty, outputs, lambda: state[0])
         if log is not None:
-            log({k: v[-1] for k, v in history.items()})
-        shown = ("loss", "error", "level")
-        report.update(first + k, {name: history[name][-1] for name in shown})
-        # higher level first, then lower error there; ties: the later
-        key = (curriculum.level, -error_level)
-        if config.keep_best and (best_key is None or key >= best_key):
-            best, best_key = (state[0], first + k), key
-        curriculum.update(first + k, error_level)
+            log(entry)
+        report.update(entry["step"], {name: entry[name] for name in ("loss", "error", "level")})
+        if checkpoint_dir is not None and (
+            entry["step"] - saved_at >= checkpoint_every or c == n_chunks - 1
+        ):
+            saved_at = entry["step"]
+            save_checkpoint(
+                checkpoint_dir,
+                saved_at,
+                {"state": state, "best": run.best},
+                {**run.extra(), "chunks": c + 1, "seconds": spent + time.perf_counter() - began},
+            )
+    report.close()
+    params, rest, _ = state
+    return run.result(graphdef, params, rest, spent + time.perf_counter() - began)
+
+
+def _stack(trees):
+    return jax.tree.map(lambda *x: jnp.stack(x), *trees)
+
+
+def _unstack(tree, i: int):
+    return jax.tree.map(lambda x: x[i], tree)
+
+
+@checks(config=Instance(TrainConfig), progress=Bool(), checkpoint_every=Int(1))
+def train_nram_seeds(
+    config: TrainConfig,
+    seeds: Sequence[int],
+    *,
+    progress: bool = True,
+    checkpoint_dir=None,
+    checkpoint_every: int = 1000,
+) -> list[NRAMResult]:
+    """train_nram for each seed of `seeds` (config.seed ignored), the runs side by side in one
+    compiled program (`jax.vmap` over the parameters, optimizer states and batches): what a seed
+    gives here is what `train_nram` gives it, up to floating-point rounding, and each run keeps its
+    own data, curriculum and best controller. The results' wall_seconds is the time of all the
+    runs together. checkpoint_dir, checkpoint_every: as for train_nram, for all the runs at once.
+    """
+    seeds = list(seeds) if isinstance(seeds, (list, tuple, range, np.ndarray)) else seeds
+    if not isinstance(seeds, list) or not seeds:
+        raise ValueError(f"seeds must be a non-empty list of integers, got {seeds!r}")
+    for s in seeds:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s < 0:
+            raise ValueError(f"seeds must hold integers >= 0, got {s!r} in {seeds}")
+    if len(set(int(s) for s in seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds}")
+    _check_config(config)
+    configs = [dataclasses.replace(config, seed=int(s)) for s in seeds]
+    states, runs = [], []
+    for c in configs:
+        graphdef, params, rest = nnx.split(make_controller(c, nnx.Rngs(c.seed)), nnx.Param, ...)
+        states.append((params, rest, make_optimizer(c).init(params)))
+        runs.append(_RunLog(c, params))
+    state = _stack(states)
+    chunk = _compiled_chunk_fn(_step_settings(config), graphdef, many=True)
+    began = time.perf_counter()
+    n_chunks = -(-config.steps // config.chunk)
+    done_chunks, saved_at, spent = 0, 0, 0.0
+    if checkpoint_dir is not None:
+        restored = restore_checkpoint(
+            checkpoint_dir, {"state": state, "best": _stack([r.best for r in runs])}
+        )
+        if restored is not None:
+            saved_at, trees, extra = restored
+            state = trees["state"]
+            for i, run in enumerate(runs):
+                run.restore(extra["runs"][i], _unstack(trees["best"], i))
+            done_chunks, spent = extra["chunks"], extra["seconds"]
+            note_restored(checkpoint_dir, saved_at)
+    report = Progress(
+        config.steps * len(seeds),
+        f"NRAM {config.task}, {len(seeds)} seeds",
+        initial=saved_at * len(seeds),
+        enabled=progress,
+    )
+    for c in range(done_chunks, n_chunks):
+        first = c * config.chunk
+        k = min(config.chunk, config.steps - first)
+        drawn = [run.batches(first, k) for run in runs]
+        batches = {name: jnp.asarray(np.stack([b[name] for _, b in drawn])) for name in drawn[0][1]}
+        state, outputs = chunk(state, batches)
+        outputs = [np.asarray(x) for x in outputs]
+        entries = [
+            run.record(first, d, [x[i] for x in outputs], lambda i=i: _unstack(state[0], i))
+            for i, (run, (d, _)) in enumerate(zip(runs, drawn))
+        ]
+        report.update(
+            (first + k) * len(seeds),
+            {
+                "lowest level": min(e["level"] for e in entries),
+                "highest level": max(e["level"] for e in entries),
+                "mean error": float(np.mean([e["error"] for e in entries])),
+            },
+        )
         if checkpoint_dir is not None and (
             first + k - saved_at >= checkpoint_every or c == n_chunks - 1
         ):
@@ -1159,30 +1314,19 @@ def train_nram(
             save_checkpoint(
                 checkpoint_dir,
                 saved_at,
-                {"state": state, "best": best[0]},
+                {"state": state, "best": _stack([r.best for r in runs])},
                 {
-                    "best_step": best[1],
-                    "best_key": best_key,
-                    "rng": rng.bit_generator.state,
-                    "level": curriculum.level,
-                    "raised_at": curriculum.raised_at,
-                    "history": history,
+                    "runs": [r.extra() for r in runs],
                     "chunks": c + 1,
                     "seconds": spent + time.perf_counter() - began,
                 },
             )
     report.close()
-    params, rest, _ = state
-    if not config.keep_best:
-        best = (params, config.steps)
-    return NRAMResult(
-        nnx.merge(graphdef, best[0], rest),
-        {k: np.asarray(v) for k, v in history.items()},
-        curriculum.level,
-        spent + time.perf_counter() - began,
-        best[1],
-        nnx.merge(graphdef, params, rest),
-    )
+    seconds = spent + time.perf_counter() - began
+    return [
+        run.result(graphdef, _unstack(state[0], i), _unstack(state[1], i), seconds)
+        for i, run in enumerate(runs)
+    ]
 
 
 # %% book/nram.md
@@ -1968,6 +2112,7 @@ __all__ = [
     "HARD_TASKS",
     "TrainConfig",
     "train_nram",
+    "train_nram_seeds",
     "NRAMResult",
     "Curriculum",
     "MLPController",
