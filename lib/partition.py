@@ -1274,6 +1274,7 @@ LARGE_PARTS = tuple(
         ("mnist", 2, 3),
         ("mnist", 2, 4),
         ("mnist", 2, 5),
+        ("mnist", 3, 3),
         ("caltech", 2, 3),
         ("caltech", 2, 4),
         ("caltech", 2, 5),
