@@ -1147,14 +1147,14 @@ class _RunLog:
         self.curriculum.level, self.curriculum.raised_at = extra["level"], extra["raised_at"]
         self.history = extra["history"]
 
-    def result(self, graphdef, params, rest, level_seconds: float) -> NRAMResult:
+    def result(self, graphdef, params, rest, seconds: float) -> NRAMResult:
         if not self.config.keep_best:
             self.best, self.best_step = params, self.config.steps
         return NRAMResult(
             nnx.merge(graphdef, self.best, rest),
             {k: np.asarray(v) for k, v in self.history.items()},
             self.curriculum.level,
-            level_seconds,
+            seconds,
             self.best_step,
             nnx.merge(graphdef, params, rest),
         )
@@ -1249,7 +1249,8 @@ def train_nram_seeds(
     compiled program (`jax.vmap` over the parameters, optimizer states and batches): what a seed
     gives here is what `train_nram` gives it, up to floating-point rounding, and each run keeps its
     own data, curriculum and best controller. The results' wall_seconds is the time of all the
-    runs together. checkpoint_dir, checkpoint_every: as for train_nram, for all the runs at once.
+    runs together; a non-finite step in any run stops them all (NonFiniteError, as train_nram).
+    checkpoint_dir, checkpoint_every: as for train_nram, for all the runs at once.
     """
     seeds = list(seeds) if isinstance(seeds, (list, tuple, range, np.ndarray)) else seeds
     if not isinstance(seeds, list) or not seeds:
@@ -1884,8 +1885,8 @@ def run_nram_search(config: dict) -> list:
 
 # %% book/nram.md
 NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piece>.json
-    "access": ("access",),
-    "increment": ("increment-seed0", "increment-seed1", "increment-seed2"),
+    "access": ("access", "access-seed4"),
+    "increment": tuple(f"increment-seed{s}" for s in range(5)),
     "copy": ("copy-seed0", "copy-seed1"),
     "reverse": ("reverse-seed0", "reverse-seeds1-2"),
     "swap": ("swap-seed0",),
