@@ -795,8 +795,10 @@ class FlatStep:
     """`step(state, batch, key) -> (state, metrics)` jitted over the list of the state's leaves.
 
     Call it as `leaves, metrics = flat(leaves, batch, key)`, with `leaves = flat.flatten(state)`;
-    `flat.unflatten(leaves)` rebuilds the state. jit_options go to `jax.jit` (e.g.
-    `compiler_options`, `out_shardings`, which then apply to the list). The step must return a
+    `flat.unflatten(leaves)` rebuilds the state. `flat.at(leaves, batch, key, t)` is the call with
+    the key `step_key(key, t)`, derived inside the compiled step (one dispatch per step instead of
+    two: an eager `fold_in` costs more than a small step's whole call). jit_options go to `jax.jit`
+    (e.g. `compiler_options`, `out_shardings`, which then apply to the list). The step must return a
     state of the same structure as it was given.
     """
 
@@ -813,7 +815,11 @@ class FlatStep:
                 )
             return new_leaves, metrics
 
-        self.jitted = jax.jit(flat_step, **{k: v for k, v in jit_options.items() if v is not None})
+        options = {k: v for k, v in jit_options.items() if v is not None}
+        self.jitted = jax.jit(flat_step, **options)
+        self.jitted_at = jax.jit(
+            lambda leaves, batch, key, t: flat_step(leaves, batch, step_key(key, t)), **options
+        )
 
     def flatten(self, state) -> list:
         return jax.tree.leaves(state)
@@ -823,6 +829,9 @@ class FlatStep:
 
     def __call__(self, leaves, batch, key):
         return self.jitted(leaves, batch, key)
+
+    def at(self, leaves, batch, key, t: int):
+        return self.jitted_at(leaves, batch, key, t)
 
 
 def _flat_step_for(step: Callable, state, jit_options: dict) -> FlatStep:
@@ -935,7 +944,7 @@ def fit(
 
     with Progress(num_steps, desc, initial=start, enabled=progress) as report:
         while t < end:
-            leaves, metrics = jitted(leaves, feed(t), step_key(key, t))
+            leaves, metrics = jitted.at(leaves, feed(t), key, t)
             pending.append((t, metrics))
             t += 1
             if t % log_every == 0 or t == end:
