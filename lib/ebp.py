@@ -652,6 +652,7 @@ def fold_indices(n: int, fold: int, n_folds: int = 8):
         "hidden": 120,
         "epochs": 3,
         "batch_size": 10,
+        "bp_losses": ["ce"],
         "bp_learning_rates": [0.01, 0.1],
         "seed": 0,
     },
@@ -661,16 +662,20 @@ def fold_indices(n: int, fold: int, n_folds: int = 8):
         "hidden": 120,
         "epochs": 3,
         "batch_size": 10,
+        "bp_losses": ["ce", "mse"],
         "bp_learning_rates": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3],
         "seed": 0,
     },
 )
 def run_ebp_text(config: dict) -> list:
-    """Table 1: Real / Binary EBP (-D, -P) and BP (CE and MSE, learning-rate scan, and sign-clipped)
-    on the text tasks, M -> hidden -> 1 with biases (hidden: a width, or a list of widths for a
-    deeper network), per fold and epoch."""
+    """Table 1: Real / Binary EBP (-D, -P) and BP (the losses `bp_losses` of "ce" and "mse", a
+    learning-rate scan, and sign-clipped) on the text tasks, M -> hidden -> 1 with biases (hidden: a
+    width, or a list of widths for a deeper network), per fold and epoch."""
     from lib.data import load_ebp
 
+    unknown = [loss for loss in config["bp_losses"] if loss not in ("ce", "mse")]
+    if unknown:
+        raise ValueError(f"bp_losses must hold 'ce' and/or 'mse', got {config['bp_losses']!r}")
     rows = []
     for task in config["tasks"]:
         data = load_ebp(task)
@@ -689,7 +694,7 @@ def run_ebp_text(config: dict) -> list:
             runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
             runs += [
                 (f"BP {loss} {lr:g}", partial(train_bp, loss=loss, lr=lr))
-                for loss in ("ce", "mse")
+                for loss in config["bp_losses"]
                 for lr in config["bp_learning_rates"]
             ]
             for method, train_fn in runs:

@@ -298,12 +298,15 @@ def test_ebp_text_experiment_end_to_end():
         EXPERIMENTS["ebp-text"].presets["book"],
         tasks=["reuters_I654_I65"],
         epochs=1,
+        bp_losses=["ce", "mse"],
         bp_learning_rates=[0.1],
     )
     rows = E.run_ebp_text(config)
     assert {r["method"] for r in rows} == {"Real EBP", "Binary EBP", "BP ce 0.1", "BP mse 0.1"}
     s = E.summarise_ebp_text(rows)["reuters_I654_I65"]
     assert s["Real EBP-P"][0] < 35 and s["Binary EBP-P"][0] < 35
+    with pytest.raises(ValueError, match="bp_losses"):
+        E.run_ebp_text(dict(config, bp_losses=["hinge"]))
 
 
 def test_ensemble_of_sampled_networks_matches_the_forward_mean_and_the_map_network():
