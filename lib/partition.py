@@ -1275,6 +1275,7 @@ LARGE_PARTS = tuple(
         ("mnist", 2, 4),
         ("mnist", 2, 5),
         ("mnist", 3, 3),
+        ("mnist", 3, 4),
         ("caltech", 2, 3),
         ("caltech", 2, 4),
         ("caltech", 2, 5),
