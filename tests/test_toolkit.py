@@ -262,6 +262,25 @@ def test_flat_step_equals_the_step_on_the_pytree_and_checks_the_structure():
         changes([jnp.zeros(2)], None, jax.random.key(0))
 
 
+def test_flat_step_at_derives_step_key_inside_the_step_bit_for_bit():
+    """flat.at(leaves, batch, key, t) (what fit calls) against the eager key step_key(key, t)
+    passed to flat(...): the same numbers, for a step whose update depends on its key."""
+
+    def noisy(state, batch, key):
+        w = state["w"] + batch * jax.random.normal(key, state["w"].shape)
+        return {"w": w}, {"norm": jnp.linalg.norm(w)}
+
+    flat = T.FlatStep(noisy, {"w": jnp.zeros(5)})
+    key, batch = jax.random.key(7), jnp.float32(0.5)
+    at, eager = [jnp.zeros(5)], [jnp.zeros(5)]
+    for t in (0, 1, 2, 1000):
+        at, m_at = flat.at(at, batch, key, t)
+        eager, m_eager = flat(eager, batch, T.step_key(key, t))
+        np.testing.assert_array_equal(at[0], eager[0])
+        assert float(m_at["norm"]) == float(m_eager["norm"])
+    assert not np.array_equal(at[0], jnp.zeros(5))  # the key moved the state
+
+
 # ---------------------------------------------------------------- experiments and results files
 
 
