@@ -185,23 +185,43 @@ def binary_codes(n_bits: int, start=0, count: int | None = None) -> jax.Array:
     return ((r[:, None] >> jnp.arange(n_bits)) & 1).astype(jnp.float32)
 
 
+# softplus(t + u) = log1p(e^t e^u) where |t|, |u| <= this: e^(+-40) and their product stay in
+# float32's range (3.4e38 = e^88.7); a product that underflows stands for a softplus below 1e-34
+_PRODUCT_BOUND = 40.0
+
+
 @partial(jax.jit, static_argnames=("low_bits",))
-def _chunk_log_sums(K, lin, other_bias, low_bits: int):
+def _chunk_log_sums(K, lin, other_bias, K_sum, other_sum, low_bits: int):
     """For each setting of the high bits: log sum over the low bits of lin.x + sum
-    softplus(other_bias + x K)."""
+    softplus(other_bias + x K) + sum softplus(other_sum + x K_sum), the first sum in product
+    form (log1p(e^t e^u), for the columns within _PRODUCT_BOUND), the second as it stands."""
     n = K.shape[0]
     lo = binary_codes(low_bits)
-    table = lo @ K[:low_bits]  # (2^L, n_other), once
+    e_table = jnp.exp(lo @ K[:low_bits])  # (2^L, n_other), once
+    table_sum = lo @ K_sum[:low_bits]
     lin_lo = lo @ lin[:low_bits]
     high = binary_codes(n - low_bits)  # (2^(n-L), n-L)
 
     def chunk(hbits):
-        base = hbits @ K[low_bits:] + other_bias  # (n_other,)
-        return jax.nn.logsumexp(
-            lin_lo + hbits @ lin[low_bits:] + jnp.sum(softplus(table + base), -1)
-        )
+        e_base = jnp.exp(hbits @ K[low_bits:] + other_bias)  # (n_other,)
+        base_sum = hbits @ K_sum[low_bits:] + other_sum
+        terms = jnp.sum(jnp.log1p(e_table * e_base), -1)
+        terms += jnp.sum(softplus(table_sum + base_sum), -1)
+        return jax.nn.logsumexp(lin_lo + hbits @ lin[low_bits:] + terms)
 
     return jax.lax.map(chunk, high)
+
+
+def _product_columns(K, other, low_bits: int) -> np.ndarray:
+    """The columns whose low-bit sums t and high-bit sums plus bias u all lie within
+    _PRODUCT_BOUND for every code, from the sums of K's negative and positive entries."""
+    K, other = np.asarray(K, np.float64), np.asarray(other, np.float64)
+    lo, hi = K[:low_bits], K[low_bits:]
+    t_min, t_max = np.minimum(lo, 0).sum(0), np.maximum(lo, 0).sum(0)
+    u_min, u_max = other + np.minimum(hi, 0).sum(0), other + np.maximum(hi, 0).sum(0)
+    return (np.minimum(t_min, u_min) >= -_PRODUCT_BOUND) & (
+        np.maximum(t_max, u_max) <= _PRODUCT_BOUND
+    )
 
 
 @checks(rbm=Instance(RBM), beta=Float(0), low_bits=Int(1), max_bits=Int(1))
@@ -220,7 +240,10 @@ def exact_log_z(rbm: RBM, beta: float = 1.0, *, low_bits: int = 14, max_bits: in
             f"exact_log_z would enumerate 2^{n} states (the smaller layer has {n} units, the limit "
             f"is max_bits={max_bits}); use ais_log_z for a model this size"
         )
-    chunks = np.asarray(_chunk_log_sums(K, lin, other, min(low_bits, n)), np.float64)
+    low_bits = min(low_bits, n)
+    cols = _product_columns(K, other, low_bits)
+    chunks = _chunk_log_sums(K[:, cols], lin, other[cols], K[:, ~cols], other[~cols], low_bits)
+    chunks = np.asarray(chunks, np.float64)
     m = chunks.max()
     return float(m + np.log(np.sum(np.exp(chunks - m))))
 

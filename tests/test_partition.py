@@ -58,6 +58,19 @@ def test_exact_log_z_enumerates_the_smaller_layer_and_refuses_huge_ones():
         P.exact_log_z(big)
 
 
+def test_exact_log_z_in_product_form_and_as_softplus_against_enumeration():
+    """Columns within the product form's bounds and columns outside them (visible biases of
+    +-60) in one model, against both layers enumerated in float64, to float32's precision."""
+    rbm = tiny_rbm(8, 6)
+    rbm.b[...] = rbm.b[...].at[:3].set(jnp.array([60.0, -60.0, 45.0]))
+    K = rbm.W[...].T
+    cols = P._product_columns(K, rbm.b[...], 3)
+    np.testing.assert_array_equal(cols, [False] * 3 + [True] * 5)
+    for beta in (1.0, 0.3):
+        log_z, *_ = brute_force(rbm, beta)
+        assert abs(P.exact_log_z(rbm, beta, low_bits=3) - log_z) < 1e-6 * abs(log_z)
+
+
 def test_gibbs_conditionals_match_the_joint():
     rbm = tiny_rbm(5, 3)
     beta = 0.7
