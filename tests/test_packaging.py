@@ -125,17 +125,17 @@ def test_the_colab_cell_installs_the_release_of_this_library():
     assert "pip could not install" in cell  # says why in plain words when pip fails
 
 
-def test_nbval_runs_the_chapters_longest_first():
-    """tools/outside.py orders the notebooks by LONGEST_FIRST, which names only real chapters;
+def test_nbval_runs_the_chapters_in_nbval_order():
+    """tools/outside.py orders the notebooks by NBVAL_ORDER, which names only real chapters;
     a chapter it does not name runs after them."""
     from chapters import chapter_sources
-    from outside import LONGEST_FIRST, nbval_order
+    from outside import NBVAL_ORDER, nbval_order
 
     stems = {p.stem for p in chapter_sources()}
-    assert set(LONGEST_FIRST) <= stems, set(LONGEST_FIRST) - stems
+    assert set(NBVAL_ORDER) <= stems, set(NBVAL_ORDER) - stems
     books = [Path(f"/x/{s}.ipynb") for s in sorted(stems | {"new"})]
     order = [p.stem for p in nbval_order(books)]
-    assert order[: len(LONGEST_FIRST)] == list(LONGEST_FIRST) and order[-1] == "new"
+    assert order[: len(NBVAL_ORDER)] == list(NBVAL_ORDER) and order[-1] == "new"
     assert sorted(order) == sorted(stems | {"new"})
 
 

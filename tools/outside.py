@@ -28,20 +28,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chapters import ROOT, chapter_sources  # noqa: E402
 
-# The chapters longest first, by the seconds of their cells in the last runs of `make test`
-# (its log's --durations). With `--dist loadscope --no-loadscope-reorder` (the Makefile's NBVAL)
-# pytest-xdist hands each free worker the next notebook in this order, so that the two workers
-# end together instead of one running a long chapter alone at the end (xdist's own order, by
-# number of cells, started ebp, about 230 s of cells, last).
-LONGEST_FIRST = (
-    *("nram", "darn", "dgp", "partition", "ebp"),
+# The order in which the two nbval workers take the chapters, from the seconds of their cells in
+# the last runs of `make test` (its log's --durations). With `--dist loadscope
+# --no-loadscope-reorder` (the Makefile's NBVAL) pytest-xdist hands each free worker the next
+# notebook in this order. The two longest (darn and nram, about 350 s each, November 2026) run one
+# after the other on one worker while the other takes partition, dgp and ebp (about 255, 255 and
+# 160 s), the short ones filling in at the end: about 740 s each, where longest first (nram, darn,
+# dgp, partition, ebp) left one worker running ebp alone for the last minute.
+NBVAL_ORDER = (
+    *("darn", "partition", "dgp", "nram", "ebp"),
     *("performance", "toolkit", "data", "reproduces"),
 )
 
 
 def nbval_order(notebooks: list[Path]) -> list[Path]:
-    """`notebooks` in LONGEST_FIRST's order, the chapters it does not name after them by name."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    """`notebooks` in NBVAL_ORDER, the chapters it does not name after them by name."""
+    rank = {name: i for i, name in enumerate(NBVAL_ORDER)}
     return sorted(notebooks, key=lambda p: (rank.get(p.stem, len(rank)), p.name))
 
 
