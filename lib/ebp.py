@@ -77,12 +77,26 @@ def sparse_batches(x, order, batch_size: int) -> SparseRows:
     """Consecutive batches of `order`'s rows, stacked (leading axis: batch), padded to the largest
     batch."""
     batches = np.asarray(order)[: (len(order) // batch_size) * batch_size].reshape(-1, batch_size)
-    nnz = np.diff(x.indptr)
-    width = max(int(nnz[b].sum()) for b in batches)
-    parts = [sparse_rows(x, b, width) for b in batches]
-    return SparseRows(
-        *(jnp.stack([getattr(p, f) for p in parts]) for f in ("idx", "val", "row")), batch_size
-    )
+    # the batches' rows one after the other, each row's nonzeros in its stored order (as
+    # sparse_rows(x, batch) gives them), gathered with one index array instead of row by row
+    lengths = np.diff(x.indptr)[batches]  # (batches, batch_size) nonzeros of each row
+    per_batch = lengths.sum(1)
+    width = int(per_batch.max())
+    lengths, starts = lengths.reshape(-1), x.indptr[batches.reshape(-1)]
+    entry = np.arange(int(lengths.sum()))
+    first = np.cumsum(lengths) - lengths  # where each row's nonzeros start in `entry`
+    source = entry + np.repeat(starts - first, lengths)  # their positions in x.indices, x.data
+    slot = entry - np.repeat(np.cumsum(per_batch) - per_batch, per_batch)
+    which = np.repeat(np.arange(len(batches)), per_batch)
+    row_in_batch = np.repeat(np.tile(np.arange(batch_size), len(batches)), lengths)
+    out = {
+        name: np.zeros((len(batches), width), dtype)
+        for name, dtype in (("idx", np.int32), ("val", np.float32), ("row", np.int32))
+    }
+    out["idx"][which, slot] = x.indices[source]
+    out["val"][which, slot] = x.data[source]
+    out["row"][which, slot] = row_in_batch
+    return SparseRows(*(jnp.asarray(out[name]) for name in ("idx", "val", "row")), batch_size)
 
 
 def check_inputs(x, name: str = "x"):

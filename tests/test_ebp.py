@@ -167,6 +167,23 @@ def test_no_nan_for_inputs_of_extreme_magnitude():
         assert bool(jnp.isfinite(E.ebp_p(net, x, kind)).all())
 
 
+def test_sparse_batches_are_the_batches_sparse_rows_gives_one_by_one():
+    rng = np.random.default_rng(4)
+    dense = (rng.random((53, 40)) < 0.1) * rng.normal(size=(53, 40))
+    dense[7] = 0  # a row with no nonzeros
+    x = sp.csr_array(dense)
+    order = rng.permutation(53)
+    got = E.sparse_batches(x, order, 5)
+    batches = order[:50].reshape(10, 5)
+    width = max(int(np.diff(x.indptr)[b].sum()) for b in batches)
+    for k, b in enumerate(batches):
+        want = E.sparse_rows(x, b, width)
+        for name in ("idx", "val", "row"):
+            np.testing.assert_array_equal(getattr(got, name)[k], getattr(want, name), err_msg=name)
+            assert getattr(got, name).dtype == getattr(want, name).dtype
+    assert got.n == 5 and got.idx.shape == (10, width)
+
+
 def test_sparse_and_dense_inputs_train_the_same_network():
     rng = np.random.default_rng(9)
     dense = (rng.random((60, 300)) < 0.05) * rng.integers(1, 20, (60, 300))
