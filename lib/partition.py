@@ -1292,13 +1292,14 @@ PAPER_LARGE = {
 LARGE_PARTS = tuple(
     f"{d}-eps1e-{e}-a1e{a}" for d in ("mnist", "caltech") for e in (2, 3) for a in (3, 4, 5)
 ) + tuple(
-    f"{d}-eps1e-{e}-a1e{a}-adapt"  # adaptive tempering (APT), the runs made so far
+    f"{d}-eps1e-{e}-a1e{a}-adapt"  # adaptive tempering (APT), all twelve schedules
     for d, e, a in (
         ("mnist", 2, 3),
         ("mnist", 2, 4),
         ("mnist", 2, 5),
         ("mnist", 3, 3),
         ("mnist", 3, 4),
+        ("mnist", 3, 5),
         ("caltech", 2, 3),
         ("caltech", 2, 4),
         ("caltech", 2, 5),
