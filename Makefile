@@ -18,7 +18,7 @@ ifneq ($(LIB_DATA_DIR),)
 export LIB_DATA_DIR := $(abspath $(LIB_DATA_DIR))
 endif
 
-.PHONY: book test test-floor export format sync execute unit nbval render browser bench bench-peers clean venv
+.PHONY: book test test-floor floor-background export format sync execute unit nbval render browser bench bench-peers clean venv
 
 venv: $(STAMP)
 
@@ -81,9 +81,7 @@ render: $(STAMP) browser
 # the book built with warnings as errors, the rendered book in headless Chromium, and the
 # library's unit tests against the oldest jax/flax/orbax it declares (beside the book's build and
 # render, which leave a core idle); then a table of the stages' times.
-test: $(STAMP) browser
-	@# the floor's environment installs (mostly downloads) while the first stages run
-	@( $(MAKE) --no-print-directory $(FLOOR)/.installed > $(FLOOR).log 2>&1 & )
+test: floor-background $(STAMP) browser
 	$(PY) tools/stages.py \
 	  "sync=$(MAKE) --no-print-directory sync" \
 	  "unit=$(PY) -m pytest tests -m 'not render' $(XDIST)" \
@@ -94,6 +92,12 @@ test: $(STAMP) browser
 
 # The library's declared floor (jax, flax, orbax) in its own environment: the unit tests of lib.
 FLOOR := .venv-floor
+
+# The floor's environment installs (mostly downloads) in the background from the start of
+# `make test`, beside the install of .venv (one pip process, which leaves a core half idle) and the
+# first stages; the floor stage waits for it under the lock.
+floor-background:
+	@( $(MAKE) --no-print-directory $(FLOOR)/.installed > $(FLOOR).log 2>&1 & )
 # One install at a time (`make test` starts it in the background, the floor stage waits for it):
 # under the lock, a stamp newer than its inputs means another make has just installed it.
 $(FLOOR)/.installed: pyproject.toml tests/floor-constraints.txt
