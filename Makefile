@@ -98,6 +98,7 @@ FLOOR := .venv-floor
 # first stages; the floor stage waits for it under the lock.
 floor-background:
 	@( $(MAKE) --no-print-directory $(FLOOR)/.installed > $(FLOOR).log 2>&1 & )
+
 # One install at a time (`make test` starts it in the background, the floor stage waits for it):
 # under the lock, a stamp newer than its inputs means another make has just installed it.
 $(FLOOR)/.installed: pyproject.toml tests/floor-constraints.txt

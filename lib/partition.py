@@ -185,8 +185,8 @@ def binary_codes(n_bits: int, start=0, count: int | None = None) -> jax.Array:
     return ((r[:, None] >> jnp.arange(n_bits)) & 1).astype(jnp.float32)
 
 
-# softplus(t + u) = log1p(e^t e^u) where |t|, |u| <= this: e^(+-40) and their product stay in
-# float32's range (3.4e38 = e^88.7); a product that underflows stands for a softplus below 1e-34
+# softplus(t + u) = log1p(e^t e^u) where |t|, |u| <= this: e^(+-40) and their product, e^(+-80)
+# at most, stay inside float32's normal range (1.2e-38 to 3.4e38)
 _PRODUCT_BOUND = 40.0
 
 
