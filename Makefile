@@ -18,6 +18,12 @@ ifneq ($(LIB_DATA_DIR),)
 export LIB_DATA_DIR := $(abspath $(LIB_DATA_DIR))
 endif
 
+# The environments install without byte-compiling every module (pip's --no-compile: compiling all
+# of jax, scipy, sphinx and the rest took 36 s of a 60-s install of .venv, on one core); Python
+# compiles a module when it is first imported and keeps the result, which needs bytecode writing
+# on where the caller turned it off.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: book test test-floor floor-background export format sync execute unit nbval render browser bench bench-peers clean venv
 
 venv: $(STAMP)
@@ -27,7 +33,7 @@ $(STAMP): pyproject.toml
 	  "make: Python >= 3.12 is needed (jax >= 0.11), found %d.%d: pass PYTHON=python3.12, or use pyenv with this repository'"'"'s .python-version" % v[:2])'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[book,test,dev]"
+	$(PY) -m pip install --quiet --no-compile -e ".[book,test,dev]"
 	touch $(STAMP)
 
 book: $(STAMP)
@@ -106,7 +112,8 @@ $(FLOOR)/.installed: pyproject.toml tests/floor-constraints.txt
 	  if [ $@ -nt pyproject.toml ] && [ $@ -nt tests/floor-constraints.txt ]; then exit 0; fi; \
 	  test -x $(FLOOR)/bin/python || $(PYTHON) -m venv $(FLOOR); \
 	  $(FLOOR)/bin/python -m pip install --quiet --upgrade pip; \
-	  $(FLOOR)/bin/python -m pip install --quiet -c tests/floor-constraints.txt -e . pytest pytest-xdist pyyaml; \
+	  $(FLOOR)/bin/python -m pip install --quiet --no-compile -c tests/floor-constraints.txt -e . \
+	    pytest pytest-xdist pyyaml; \
 	  touch $@'
 
 # What the floor is for: that the library works with those releases. The tests of lib that are not
