@@ -48,6 +48,29 @@ class SparseRows:
         return cls(*leaves, n)
 
 
+def _padded_rows(x, batches: np.ndarray, width: int) -> dict:
+    """idx, val, row (numpy, (len(batches), width)) of the CSR matrix x's rows batches[k] for each
+    k: the rows one after the other, each row's nonzeros in their stored order, gathered with one
+    index array (no per-row or per-batch loop); zeros pad each batch to `width`."""
+    lengths = np.diff(x.indptr)[batches]  # (batches, batch_size) nonzeros of each row
+    per_batch = lengths.sum(1)
+    lengths, starts = lengths.reshape(-1), x.indptr[batches.reshape(-1)]
+    entry = np.arange(int(lengths.sum()))
+    first = np.cumsum(lengths) - lengths  # where each row's nonzeros start in `entry`
+    source = entry + np.repeat(starts - first, lengths)  # their positions in x.indices, x.data
+    slot = entry - np.repeat(np.cumsum(per_batch) - per_batch, per_batch)
+    which = np.repeat(np.arange(len(batches)), per_batch)
+    row_in_batch = np.repeat(np.tile(np.arange(batches.shape[1]), len(batches)), lengths)
+    out = {
+        name: np.zeros((len(batches), width), dtype)
+        for name, dtype in (("idx", np.int32), ("val", np.float32), ("row", np.int32))
+    }
+    out["idx"][which, slot] = x.indices[source]
+    out["val"][which, slot] = x.data[source]
+    out["row"][which, slot] = row_in_batch
+    return out
+
+
 def sparse_rows(x, rows=None, width: int | None = None) -> SparseRows:
     """The rows `rows` (default all) of a scipy.sparse matrix as SparseRows, padded to `width`
     nonzeros."""
@@ -58,18 +81,14 @@ def sparse_rows(x, rows=None, width: int | None = None) -> SparseRows:
             f"x must be a scipy.sparse matrix (dense inputs need no SparseRows), got "
             f"{type(x).__name__}"
         )
-    x = x if rows is None else x[np.asarray(rows)]
-    x = x.tocoo()
-    nnz = x.nnz if width is None else width
-    if x.nnz > nnz:
-        raise ValueError(f"{x.nnz} nonzeros do not fit in width {nnz}")
-    pad = nnz - x.nnz
-    return SparseRows(
-        jnp.asarray(np.concatenate([x.col, np.zeros(pad, int)]), jnp.int32),
-        jnp.asarray(np.concatenate([x.data, np.zeros(pad)]), jnp.float32),
-        jnp.asarray(np.concatenate([x.row, np.zeros(pad, int)]), jnp.int32),
-        x.shape[0],
-    )
+    x = sp.csr_array(x)
+    rows = np.arange(x.shape[0]) if rows is None else np.asarray(rows)
+    nnz = int(np.diff(x.indptr)[rows].sum())
+    width = nnz if width is None else width
+    if nnz > width:
+        raise ValueError(f"{nnz} nonzeros do not fit in width {width}")
+    out = _padded_rows(x, rows[None], width)
+    return SparseRows(*(jnp.asarray(out[name][0]) for name in ("idx", "val", "row")), len(rows))
 
 
 @checks(order=Array(ndim=1, dtype="integer"), batch_size=Int(1))
@@ -77,25 +96,8 @@ def sparse_batches(x, order, batch_size: int) -> SparseRows:
     """Consecutive batches of `order`'s rows, stacked (leading axis: batch), padded to the largest
     batch."""
     batches = np.asarray(order)[: (len(order) // batch_size) * batch_size].reshape(-1, batch_size)
-    # the batches' rows one after the other, each row's nonzeros in its stored order (as
-    # sparse_rows(x, batch) gives them), gathered with one index array instead of row by row
-    lengths = np.diff(x.indptr)[batches]  # (batches, batch_size) nonzeros of each row
-    per_batch = lengths.sum(1)
-    width = int(per_batch.max())
-    lengths, starts = lengths.reshape(-1), x.indptr[batches.reshape(-1)]
-    entry = np.arange(int(lengths.sum()))
-    first = np.cumsum(lengths) - lengths  # where each row's nonzeros start in `entry`
-    source = entry + np.repeat(starts - first, lengths)  # their positions in x.indices, x.data
-    slot = entry - np.repeat(np.cumsum(per_batch) - per_batch, per_batch)
-    which = np.repeat(np.arange(len(batches)), per_batch)
-    row_in_batch = np.repeat(np.tile(np.arange(batch_size), len(batches)), lengths)
-    out = {
-        name: np.zeros((len(batches), width), dtype)
-        for name, dtype in (("idx", np.int32), ("val", np.float32), ("row", np.int32))
-    }
-    out["idx"][which, slot] = x.indices[source]
-    out["val"][which, slot] = x.data[source]
-    out["row"][which, slot] = row_in_batch
+    width = int(np.diff(x.indptr)[batches].sum(1).max())
+    out = _padded_rows(x, batches, width)
     return SparseRows(*(jnp.asarray(out[name]) for name in ("idx", "val", "row")), batch_size)
 
 

@@ -167,7 +167,18 @@ def test_no_nan_for_inputs_of_extreme_magnitude():
         assert bool(jnp.isfinite(E.ebp_p(net, x, kind)).all())
 
 
-def test_sparse_batches_are_the_batches_sparse_rows_gives_one_by_one():
+def _coo_rows(x, rows, width):
+    """The oracle: scipy's own row selection and COO conversion, padded with zeros."""
+    coo = x[np.asarray(rows)].tocoo()
+    pad = width - coo.nnz
+    return {
+        "idx": np.concatenate([coo.col, np.zeros(pad, int)]).astype(np.int32),
+        "val": np.concatenate([coo.data, np.zeros(pad)]).astype(np.float32),
+        "row": np.concatenate([coo.row, np.zeros(pad, int)]).astype(np.int32),
+    }
+
+
+def test_sparse_batches_and_sparse_rows_are_scipys_rows_padded():
     rng = np.random.default_rng(4)
     dense = (rng.random((53, 40)) < 0.1) * rng.normal(size=(53, 40))
     dense[7] = 0  # a row with no nonzeros
@@ -177,11 +188,23 @@ def test_sparse_batches_are_the_batches_sparse_rows_gives_one_by_one():
     batches = order[:50].reshape(10, 5)
     width = max(int(np.diff(x.indptr)[b].sum()) for b in batches)
     for k, b in enumerate(batches):
-        want = E.sparse_rows(x, b, width)
+        want = _coo_rows(x, b, width)
         for name in ("idx", "val", "row"):
-            np.testing.assert_array_equal(getattr(got, name)[k], getattr(want, name), err_msg=name)
-            assert getattr(got, name).dtype == getattr(want, name).dtype
+            np.testing.assert_array_equal(getattr(got, name)[k], want[name], err_msg=name)
+            assert getattr(got, name).dtype == want[name].dtype
     assert got.n == 5 and got.idx.shape == (10, width)
+    every = np.arange(53)
+    for rows, w, want in (
+        (order[:9], None, _coo_rows(x, order[:9], x[order[:9]].nnz)),
+        (order[:9], 60, _coo_rows(x, order[:9], 60)),
+        (None, None, _coo_rows(x, every, x.nnz)),  # all rows by default
+    ):
+        one = E.sparse_rows(x, rows, w)
+        for name in ("idx", "val", "row"):
+            np.testing.assert_array_equal(getattr(one, name), want[name], err_msg=name)
+        assert one.n == (53 if rows is None else 9)
+    with pytest.raises(ValueError, match="do not fit in width 3"):
+        E.sparse_rows(x, order[:9], 3)
 
 
 def test_sparse_and_dense_inputs_train_the_same_network():
