@@ -1634,7 +1634,7 @@ class Table:
     def _cell(self, column, value) -> str:
         if value is None:
             return ""
-        if isinstance(value, float) and column in self.formats:
+        if isinstance(value, (float, np.floating)) and column in self.formats:
             return format(value, self.formats[column])
         return str(value)
 

@@ -870,6 +870,10 @@ def test_table_renders_rows_as_html_and_aligned_text():
     html = table._repr_html_()
     assert "<caption>cap</caption>" in html and "<td>1.23</td>" in html and "<th>model</th>" in html
     assert T.Table([[1, "a<b"]], columns=["n", "s"])._repr_html_().count("a&lt;b") == 1
+    # numpy scalars (a float32 mean, say) take the column's format as Python floats do
+    assert repr(T.Table([{"p": np.float32(0.523074)}], formats={"p": ".2f"})).splitlines()[1] == (
+        "0.52"
+    )
 
 
 def test_require_results_names_the_missing_file(tmp_path):
