@@ -1,10 +1,10 @@
 """Seconds per gradient step of GPflux's deep GP (run by benchmarks/dgp_step.py in the peers' venv).
 
 Usage: python gpflux_dgp.py DATA.npz CONFIGS_JSON  -> prints one JSON list of results on the last
-line. Each config: {"layers": L, "batch": B, "dtype": "float64" | "float32", "whiten": bool}. The
-model is GPflux's own constant-input-dimension deep GP (shared RBF kernel and inducing inputs per
-layer, M = 100, inner q_sqrt factor 1e-5, likelihood variance 0.05), one sample, Adam, under
-tf.function.
+line. Each config: {"layers": L, "batch": B, "dtype": "float64" | "float32", "whiten": bool,
+"xla": bool}. The model is GPflux's own constant-input-dimension deep GP (shared RBF kernel and
+inducing inputs per layer, M = 100, inner q_sqrt factor 1e-5, likelihood variance 0.05), one
+sample, Adam, under tf.function, compiled by XLA (`jit_compile=True`) when "xla" is true.
 """
 
 import json
@@ -22,7 +22,7 @@ import gpflux  # noqa: E402
 import gpflux.architectures  # noqa: E402
 
 
-def step_seconds(x, y, layers, batch, dtype, whiten, repeats):
+def step_seconds(x, y, layers, batch, dtype, whiten, xla, repeats):
     gpflow.config.set_default_float(dtype)
     x, y = x[:batch].astype(dtype), y[:batch].astype(dtype)
     config = gpflux.architectures.Config(
@@ -36,7 +36,7 @@ def step_seconds(x, y, layers, batch, dtype, whiten, repeats):
     data = (tf.constant(x), tf.constant(y))
     variables = dgp.f_layers.trainable_variables + dgp.likelihood_layer.trainable_variables
 
-    @tf.function
+    @tf.function(jit_compile=xla)
     def step():
         with tf.GradientTape() as tape:
             loss = -dgp.elbo(data)
@@ -64,6 +64,7 @@ def main():
             c["batch"],
             getattr(np, c["dtype"]),
             c["whiten"],
+            bool(c.get("xla", False)),
             c.get("repeats", 10),
         )
         out.append(dict(c, seconds=s))
