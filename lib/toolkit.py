@@ -1279,8 +1279,33 @@ def _git_state(root=None) -> dict:
     return state
 
 
+_VECTOR_ISA = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile")
+
+
+def _cpu_model() -> dict:
+    """The host CPU as /proc/cpuinfo names it, and which of the vector extensions that XLA:CPU
+    compiles for it has ({} where there is no /proc/cpuinfo). Two CPUs with other extensions run
+    other machine code, whose floating-point rounding can differ: a long training run is
+    reproducible bit for bit on one machine, not always across machines."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    fields = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())  # the first processor's
+    flags = set(fields.get("flags", "").split())
+    return {
+        "cpu": fields.get("model name", ""),
+        "vector_isa": [f for f in _VECTOR_ISA if f in flags],
+    }
+
+
 def provenance() -> dict:
-    """Where and with what a result was computed: device, versions, git commit."""
+    """Where and with what a result was computed: device (and the host CPU), versions, git
+    commit."""
     import importlib.metadata as md
 
     versions = {"python": platform.python_version()}
@@ -1305,6 +1330,7 @@ def provenance() -> dict:
         "count": len(devices),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        **_cpu_model(),
     }
     return {**_git_state(), "device": device, "versions": versions}
 

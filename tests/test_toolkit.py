@@ -949,3 +949,18 @@ def test_results_are_read_from_the_checkout_the_environment_or_the_package(monke
     monkeypatch.setattr(T, "project_root", lambda: None)  # outside a checkout: the package's copy
     packaged = T.results_root()
     assert packaged is None or packaged.name == "_results"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="no /proc/cpuinfo here")
+def test_provenance_names_the_host_cpu_and_its_vector_extensions():
+    """The oracle: the first processor's lines of /proc/cpuinfo, read here by hand."""
+    text = open("/proc/cpuinfo").read()
+    name = next(line.split(":", 1)[1].strip() for line in text.splitlines() if "model name" in line)
+    flags = next(
+        line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")
+    )
+    device = T.provenance()["device"]
+    assert device["cpu"] == name
+    assert device["vector_isa"] == [f for f in ("avx", "avx2", "fma", "avx512f") if f in flags] + [
+        f for f in ("avx512_bf16", "avx512_fp16", "amx_tile") if f in flags
+    ]
