@@ -49,6 +49,9 @@ class Record:
             "wall_seconds": round(time.perf_counter() - self.began, 1),
             "load_average_1min": round(os.getloadavg()[0], 2),
             **{k: v for k, v in self.origin.items() if k != "git_diff"},
+            # a benchmark has no preset: nothing selected from one, nothing changed from one
+            "deviations": {},
+            "selection": {},
             **extra,
             "config": self.config,
             "rows": self.rows,

@@ -37,6 +37,7 @@ BEFORE_THE_SETTING = {
     ("darn-mnist", "deep"): [],  # deep DARNs, fDARN and the mixtures were later parts of the run
     ("darn-mnist", "fdarn_hidden"): [],
     ("darn-mnist", "mixture_components"): [],
+    ("ebp-text", "bp_losses"): ["ce", "mse"],  # BP trained with both losses before the setting
 }
 # (experiment, setting) -> the settings that make it irrelevant when they are empty lists.
 UNUSED_WITHOUT = {
