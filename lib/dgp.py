@@ -1273,14 +1273,15 @@ def run_dgp_kin8nm(config: dict) -> list:
 # %% book/dgp.md
 # the results files of dgp-uci at the paper's settings, by dataset (Sections 11 and 13)
 _UCI_PARTS = {
-    "bostonHousing": ("boston-splits0-4",),
+    "bostonHousing": ("boston-splits0-4", "boston-splits5-9"),
     "concrete": (
         "concrete-splits0-2",
         "concrete-splits3-4",
         "concrete-splits5-6",
         "concrete-splits7-8",
+        "concrete-split19",
     ),
-    "energy": ("energy-splits0-2", "energy-splits3-6", "energy-splits7-8"),
+    "energy": ("energy-splits0-2", "energy-splits3-6", "energy-splits7-8", "energy-split19"),
     "wine-quality-red": ("wine-splits0-4",),
     "power-plant": (
         "power-split0",
