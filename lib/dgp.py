@@ -1281,7 +1281,13 @@ _UCI_PARTS = {
         "concrete-splits7-8",
         "concrete-split19",
     ),
-    "energy": ("energy-splits0-2", "energy-splits3-6", "energy-splits7-8", "energy-split19"),
+    "energy": (
+        "energy-splits0-2",
+        "energy-splits3-6",
+        "energy-splits7-8",
+        "energy-splits9-13",
+        "energy-split19",
+    ),
     "wine-quality-red": ("wine-splits0-4",),
     "power-plant": (
         "power-split0",
