@@ -891,6 +891,7 @@ class Curriculum:
     clip_activation=Maybe(Float(0, low_open=True)),
     clip_norm=Float(0, low_open=True),
     noise_eta=Float(0),
+    noise_decay=Maybe(Float(0, 1, low_open=True)),
     entropy=Float(0),
     entropy_decay=Float(0, 1, low_open=True),
     eps=Float(0, low_open=True),
@@ -919,6 +920,7 @@ class TrainConfig:
     clip_activation: float = 10.0  # C1
     clip_norm: float = 1.0  # C2
     noise_eta: float = 0.01  # gradient-noise variance at step 0
+    noise_decay: float | None = None  # None: variance eta / (1 + t)^0.55; else eta * decay^t
     entropy: float = 0.1  # lambda_0
     entropy_decay: float = 0.999  # gamma, per step
     eps: float = 1e-6
@@ -976,12 +978,46 @@ def load_controller(config: TrainConfig, text: str) -> nnx.Module:
     )
 
 
+class _NoiseState(NamedTuple):
+    count: jax.Array
+    rng_key: jax.Array
+
+
+@checks(eta=Float(0), decay=Float(0, 1, low_open=True), seed=Int(0))
+def exponential_noise(eta: float, decay: float, seed: int) -> optax.GradientTransformation:
+    """Gaussian noise of variance eta * decay^t added to the updates at step t = 0, 1, ... (the
+    schedule Sec. 4.1 of the paper names; optax.add_noise's is eta / (1 + t)^gamma)."""
+
+    def init(params):
+        del params
+        return _NoiseState(count=jnp.zeros([], jnp.int32), rng_key=jax.random.key(seed))
+
+    def update(updates, state, params=None):
+        del params
+        leaves, treedef = jax.tree.flatten(updates)
+        key, *keys = jax.random.split(state.rng_key, len(leaves) + 1)
+        std = jnp.sqrt(eta * jnp.power(decay, state.count.astype(jnp.float32)))
+        noisy = [
+            x + (std * jax.random.normal(k, x.shape, jnp.float32)).astype(x.dtype)
+            for x, k in zip(leaves, keys)
+        ]
+        return treedef.unflatten(noisy), _NoiseState(count=state.count + 1, rng_key=key)
+
+    return optax.GradientTransformation(init, update)
+
+
 @checks(config=Instance(TrainConfig))
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    """Global-norm clipping to C2, decaying gradient noise, Adam (Sec. 4.1)."""
+    """Global-norm clipping to C2, decaying gradient noise (Neelakantan et al.'s polynomial
+    schedule, or the exponential one if config.noise_decay is set), Adam (Sec. 4.1)."""
+    noise = (
+        optax.add_noise(config.noise_eta, 0.55, config.seed)
+        if config.noise_decay is None
+        else exponential_noise(config.noise_eta, config.noise_decay, config.seed)
+    )
     return optax.chain(
         optax.clip_by_global_norm(config.clip_norm),
-        optax.add_noise(config.noise_eta, 0.55, config.seed),
+        noise,
         optax.adam(config.learning_rate),
     )
 
@@ -1797,9 +1833,15 @@ SEARCH_SPACE = {
     "registers": [4, 5, 6],
     "repeats": [1, 2],
     "controller": ["mlp", "lstm"],
+    "noise_decay": [None, 0.9995, 0.9999],
+    "entropy_decay": [0.999, 0.9997, 1.0],
+    "batch_size": [16, 32, 64],
+    "threshold": [0.05, 0.1, 0.2],
 }
 """The hyper-parameters `nram-search` draws from, each uniformly from its list (the paper gives
-none)."""
+none): those of Sec. 4.1 (learning rate, the gradient noise's scale and schedule, the entropy bonus
+and its decay), the machine's (registers, modules once or twice), the controller's (kind, width),
+the batch size and the curriculum's threshold; a task's search adds its timesteps."""
 
 
 @checks(space=Instance(dict), count=Int(1), seed=Int(0))
@@ -1827,6 +1869,8 @@ def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
     book={
         "task": "swap",
         "count": 2,
+        "settings": [0, 1],
+        "seeds": [0],
         "search_seed": 0,
         "steps": 200,
         "space": {"registers": [4, 5]},
@@ -1835,52 +1879,68 @@ def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
     paper={
         "task": "swap",
         "count": 24,
+        "settings": list(range(24)),
+        "seeds": list(range(8)),
         "search_seed": 0,
         "steps": 5000,
-        "space": SEARCH_SPACE,
+        "space": {**SEARCH_SPACE, "timesteps": [6, 8, 10]},
         "examples": 500,
     },
 )
 def run_nram_search(config: dict) -> list:
     """A random search for one task at its paper length (NRAM_CONFIGS): `count` settings drawn from
-    `space` (draw_settings), the i-th trained with seed i for `steps` steps; per run the curriculum
-    level reached and the error of the selected controller at the top training length (fuzzy and
-    discretised), and the controller itself (`load_controller(TrainConfig(**row["train_config"]),
-    row["controller"])`)."""
+    `space` (draw_settings), of which those in `settings` (indices) are trained for `steps` steps,
+    each with every seed offset s of `seeds` (the run's seed: index + 1000 s), the seeds of a
+    setting side by side (train_nram_seeds); per run the curriculum level reached and the error of
+    the selected controller at the top training length (fuzzy and discretised), and the controller
+    itself (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
     base = NRAM_CONFIGS[config["task"]]
+    drawn = draw_settings(config["space"], config["count"], config["search_seed"])
+    bad = [i for i in config["settings"] if not 0 <= i < len(drawn)]
+    if bad:
+        raise ValueError(f"settings must be indices below count={config['count']}, got {bad}")
     rows = []
-    for i, setting in enumerate(
-        draw_settings(config["space"], config["count"], config["search_seed"])
-    ):
-        train = dataclasses.replace(base, seed=i, steps=config["steps"], **setting)
+    for i in config["settings"]:
+        setting = drawn[i]
+        train = dataclasses.replace(base, steps=config["steps"], **setting)
+        seeds = [i + 1000 * s for s in config["seeds"]]
 
-        def unit(checkpoint_dir, i=i, setting=setting, train=train):
-            result = train_nram(train, checkpoint_dir=checkpoint_dir)
-            top = evaluate(
-                result.controller,
-                train,
-                train.max_difficulty,
-                examples=config["examples"],
-                seed=i + 1,
-            )
-            h = result.history
-            return {
-                "task": train.task,
-                "seed": i,
-                "setting": setting,
-                "final_level": result.level,
-                "max_level": train.max_difficulty,
-                "selected_step": result.selected_step,
-                "train_seconds": round(result.wall_seconds, 1),
-                "error": top["error"],
-                "discrete_error": top["error_discrete"],
-                "agreement": top["agreement"],
-                "history": {k: h[k].tolist() for k in ("step", "loss", "error_level", "level")},
-                "train_config": dataclasses.asdict(train),
-                "controller": controller_text(result.controller),
-            }
+        def unit(checkpoint_dir, i=i, setting=setting, train=train, seeds=seeds):
+            results = train_nram_seeds(train, seeds, checkpoint_dir=checkpoint_dir)
+            runs = []
+            for seed, result in zip(seeds, results):
+                run = dataclasses.replace(train, seed=seed)
+                top = evaluate(
+                    result.controller,
+                    run,
+                    run.max_difficulty,
+                    examples=config["examples"],
+                    seed=seed + 1,
+                )
+                h = result.history
+                runs.append(
+                    {
+                        "task": run.task,
+                        "setting_index": i,
+                        "seed": seed,
+                        "setting": setting,
+                        "final_level": result.level,
+                        "max_level": run.max_difficulty,
+                        "selected_step": result.selected_step,
+                        "train_seconds": round(result.wall_seconds / len(seeds), 1),
+                        "error": top["error"],
+                        "discrete_error": top["error_discrete"],
+                        "agreement": top["agreement"],
+                        "history": {
+                            k: h[k].tolist() for k in ("step", "loss", "error_level", "level")
+                        },
+                        "train_config": dataclasses.asdict(run),
+                        "controller": controller_text(result.controller),
+                    }
+                )
+            return runs
 
-        rows.append(run_unit(f"{train.task} {i} {json.dumps(setting, sort_keys=True)}", unit))
+        rows += run_unit(f"{train.task} {i} {json.dumps(setting, sort_keys=True)}", unit)
     return rows
 
 

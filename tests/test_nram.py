@@ -8,6 +8,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from flax import nnx
 
@@ -532,19 +533,25 @@ def test_draw_settings_is_reproducible_and_rejects_bad_spaces():
 
 @pytest.mark.slow
 def test_nram_search_experiment_end_to_end():
+    space = {"hidden": [8, 16]}
     rows = N.run_nram_search(
         {
             "task": "access",
-            "count": 2,
+            "count": 3,
+            "settings": [2, 0],
+            "seeds": [0, 1],
             "search_seed": 1,
             "steps": 50,
-            "space": {"hidden": [8, 16]},
+            "space": space,
             "examples": 20,
         }
     )
-    assert [r["setting"] for r in rows] == N.draw_settings({"hidden": [8, 16]}, 2, 1)
-    for i, r in enumerate(rows):
-        assert r["seed"] == i and r["max_level"] == N.NRAM_CONFIGS["access"].max_difficulty
+    drawn = N.draw_settings(space, 3, 1)
+    # settings 2 and 0 of the three drawn, each with seed offsets 0 and 1: seeds i and i + 1000
+    assert [(r["setting_index"], r["seed"]) for r in rows] == [(2, 2), (2, 1002), (0, 0), (0, 1000)]
+    assert [r["setting"] for r in rows] == [drawn[2], drawn[2], drawn[0], drawn[0]]
+    for r in rows:
+        assert r["max_level"] == N.NRAM_CONFIGS["access"].max_difficulty
         assert (
             1 <= r["final_level"] <= r["max_level"]
             and 0 <= r["error"] <= 1
@@ -553,14 +560,29 @@ def test_nram_search_experiment_end_to_end():
         assert r["history"]["step"] == [50]
         # the stored controller is the evaluated one: the same error on the same examples
         config = N.TrainConfig(**r["train_config"])
+        assert config.seed == r["seed"] and config.hidden == r["setting"]["hidden"]
         again = N.evaluate(
             N.load_controller(config, r["controller"]),
             config,
             config.max_difficulty,
             examples=20,
-            seed=i + 1,
+            seed=r["seed"] + 1,
         )
-        assert again["error"] == r["error"] and config.hidden == r["setting"]["hidden"]
+        assert again["error"] == r["error"]
+    # a seed trained beside another is the seed trained alone (train_nram_seeds' contract)
+    alone = N.train_nram(N.TrainConfig(**rows[1]["train_config"]), progress=False)
+    assert alone.level == rows[1]["final_level"]
+    np.testing.assert_allclose(alone.history["loss"], rows[1]["history"]["loss"], rtol=1e-4)
+    with pytest.raises(ValueError, match="settings"):
+        N.run_nram_search(
+            {
+                **{"task": "access", "count": 2, "settings": [2], "seeds": [0]},
+                "search_seed": 0,
+                "steps": 50,
+                "space": space,
+                "examples": 5,
+            }
+        )
 
 
 @pytest.mark.slow
@@ -599,6 +621,7 @@ def test_time_machines_times_both_machines_and_rejects_bad_budgets():
 DETERMINISM_SCRIPT = """
 import hashlib, json, sys
 import numpy as np
+import optax
 import lib.nram as N
 
 config = N.TrainConfig(task="copy", memory_size=8, timesteps=6, max_difficulty=3, steps=60,
@@ -686,3 +709,34 @@ def test_train_nram_seeds_rejects_bad_seeds(seeds, message):
     with pytest.raises(ValueError, match=message) as err:
         N.train_nram_seeds(SIDE_BY_SIDE, seeds, progress=False)
     assert "seeds" in str(err.value)
+
+
+def test_exponential_noise_has_variance_eta_decay_to_the_t_and_is_used_when_set():
+    """Monte Carlo: the noise added at step t over 200,000 coordinates has mean 0 and variance
+    eta * decay^t (4 standard errors), a fresh key each step; the optimizer takes it only when
+    noise_decay is set, and the polynomial schedule stays optax.add_noise's."""
+    eta, decay, n = 0.3, 0.9, 200_000
+    tx = N.exponential_noise(eta, decay, seed=3)
+    zeros = {"a": jnp.zeros((n // 2,)), "b": jnp.zeros((n // 4, 2))}
+    state = tx.init(zeros)
+    previous = None
+    for t in range(4):
+        out, state = tx.update(zeros, state)
+        x = np.concatenate([np.ravel(out["a"]), np.ravel(out["b"])])
+        var = eta * decay**t
+        assert abs(x.mean()) < 4 * np.sqrt(var / n)
+        assert abs(x.var() - var) < 4 * var * np.sqrt(2 / n)
+        assert previous is None or not np.allclose(x, previous)
+        previous = x
+    # make_optimizer: clipping, then this noise when noise_decay is set (optax's otherwise), Adam
+    grads = {"w": jnp.zeros((8,))}
+    for noise_decay, kind in (
+        (0.5, type(state)),
+        (None, type(optax.add_noise(0.1, 0.55, 0).init(grads))),
+    ):
+        config = N.TrainConfig(noise_eta=0.3, noise_decay=noise_decay)
+        assert type(N.make_optimizer(config).init(grads)[1]) is kind
+    with pytest.raises(ValueError, match="decay"):
+        N.exponential_noise(0.1, 1.5, 0)
+    with pytest.raises(ValueError, match="noise_decay"):
+        N.TrainConfig(noise_decay=0.0)

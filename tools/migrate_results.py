@@ -38,6 +38,7 @@ BEFORE_THE_SETTING = {
     ("darn-mnist", "fdarn_hidden"): [],
     ("darn-mnist", "mixture_components"): [],
     ("ebp-text", "bp_losses"): ["ce", "mse"],  # BP trained with both losses before the setting
+    ("nram-search", "seeds"): [0],  # one seed per setting, the setting's index
 }
 # (experiment, setting) -> the settings that make it irrelevant when they are empty lists.
 UNUSED_WITHOUT = {
