@@ -1486,8 +1486,9 @@ def evaluate(
 @checks(spec=Instance(NRAMSpec), policy=Function(), memory=Array(ndim=1), timesteps=Int(1))
 def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) -> list[dict]:
     """Step-by-step record of the discretised machine on one example (Table 2): for each timestep,
-    the memory and registers at its start, the logits, the READ address and WRITE address/value,
-    finish."""
+    the memory and registers at its start, the logits, the address of every READ ("reads"; the
+    first also as "read") and the (address, value) of every WRITE ("writes", "write"), in module
+    order, whether it finishes and the controller's finish probability."""
     memory = jnp.asarray(memory)
     registers = jnp.zeros(spec.registers, memory.dtype)
     step = jax.jit(lambda r, m, logits: discrete_step(spec, r, m, logits))
@@ -1502,12 +1503,18 @@ def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) ->
             "registers": np.asarray(registers),
             "logits": np.asarray(logits),
             "finish": bool(finish),
+            "finish_probability": float(jax.nn.sigmoid(logits[spec.layout.finish])),
+            "reads": [int(inputs[i, 0]) for i, m in enumerate(spec.modules) if m == "READ"],
+            "writes": [
+                (int(inputs[i, 0]), int(inputs[i, 1]))
+                for i, m in enumerate(spec.modules)
+                if m == "WRITE"
+            ],
         }
-        for i, name in enumerate(spec.modules):
-            if name == "READ":
-                row.setdefault("read", int(inputs[i, 0]))
-            if name == "WRITE":
-                row.setdefault("write", (int(inputs[i, 0]), int(inputs[i, 1])))
+        if row["reads"]:
+            row["read"] = row["reads"][0]
+        if row["writes"]:
+            row["write"] = row["writes"][0]
         rows.append(row)
         registers, memory = new_registers, new_memory
         if finish:
@@ -1524,12 +1531,66 @@ def format_trace(rows: list[dict]) -> str:
             f"step {row['step']:2d}  memory {' '.join(f'{v:2d}' for v in row['memory'])}  "
             f"registers {row['registers']}"
         )
-        if "read" in row:
-            line += f"  READ p={row['read']:2d}"
-        if "write" in row:
-            line += f"  WRITE p={row['write'][0]:2d} a={row['write'][1]:2d}"
+        for p in row.get("reads", [row["read"]] if "read" in row else []):
+            line += f"  READ p={p:2d}"
+        for p, a in row.get("writes", [row["write"]] if "write" in row else []):
+            line += f"  WRITE p={p:2d} a={a:2d}"
         lines.append(line + ("  finish" if row["finish"] else ""))
     return "\n".join(lines)
+
+
+def plot_trace(rows: list[dict], ax=None, cells=None, title: str | None = None):
+    """The rows of `trace` as a figure, like the paper's Tables 2 and 6: a line per timestep with
+    the memory and the registers at its start, the cells that READ reads framed in blue and those
+    that WRITE writes filled in orange (the value written beside the line), and the finish
+    probability. cells: the memory cells to show (default all). Returns the axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    if not rows:
+        raise ValueError("rows must be a non-empty trace (the list that `trace` returns)")
+    M, R = len(rows[0]["memory"]), len(rows[0]["registers"])
+    cells = list(range(M)) if cells is None else [int(c) for c in cells]
+    if not cells or min(cells) < 0 or max(cells) >= M:
+        raise ValueError(f"cells must be memory cells in 0..{M - 1}, got {cells}")
+    column = {c: j for j, c in enumerate(cells)}
+    reg0 = len(cells) + 0.6  # the registers' first column
+    right = reg0 + R + 0.4  # where the READ / WRITE / finish text starts
+    if ax is None:
+        _, ax = plt.subplots(figsize=(min(0.32 * (right + 9), 12), 0.32 * (len(rows) + 2)))
+    for t, row in enumerate(rows):
+        for c in cells:
+            x = column[c]
+            written = [a for p, a in row.get("writes", []) if p == c]
+            if written:
+                ax.add_patch(Rectangle((x - 0.5, t - 0.5), 1, 1, color="#f6b26b", zorder=0))
+            if c in row.get("reads", []):
+                ax.add_patch(
+                    Rectangle((x - 0.45, t - 0.45), 0.9, 0.9, fill=False, ec="#1f77b4", lw=1.5)
+                )
+            ax.text(x, t, str(int(row["memory"][c])), ha="center", va="center", fontsize=7)
+        for j, v in enumerate(row["registers"]):
+            ax.text(reg0 + j, t, str(int(v)), ha="center", va="center", fontsize=7, color="0.3")
+        text = " ".join(
+            [f"R {p}" for p in row.get("reads", [])]
+            + [f"W {p}:{a}" for p, a in row.get("writes", [])]
+        )
+        ax.text(right, t, f"{text}   f {row['finish_probability']:.2f}", va="center", fontsize=7)
+    for j, c in enumerate(cells):
+        ax.text(j, -1, str(c), ha="center", va="center", fontsize=6, color="0.5")
+    for j in range(R):
+        ax.text(reg0 + j, -1, f"r{j + 1}", ha="center", va="center", fontsize=6, color="0.5")
+    ax.text(right, -1, "READ / WRITE p:a, finish prob.", va="center", fontsize=6, color="0.5")
+    ax.set_yticks(range(len(rows)), [f"{row['step']}" for row in rows], fontsize=7)
+    ax.set_xticks([])
+    ax.set_xlim(-0.6, right + 8)
+    ax.set_ylim(len(rows) - 0.5, -1.6)
+    for side in ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.set_ylabel("timestep", fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
 
 
 @checks(spec=Instance(NRAMSpec))
@@ -2045,23 +2106,25 @@ HARD_CONFIGS = {
     },
 )
 def run_nram_hard(config: dict) -> list:
-    """The hard tasks: one run per task, setting (TrainConfig fields changed from HARD_CONFIGS) and
-    seed; the error at the training complexities (uniform on 1..max), the discretised machine's, and
-    Figure 3's points."""
+    """The hard tasks: for each task and setting (TrainConfig fields changed from HARD_CONFIGS), all
+    seeds trained side by side (train_nram_seeds); per run the error at the training complexities
+    (uniform on 1..max), the discretised machine's, and Figure 3's points ("train_seconds": the
+    side-by-side training's wall time over the number of seeds)."""
     rows = []
     for task in config["tasks"]:
         for setting in config["settings"]:
-            for seed in config["seeds"]:
-                train = dataclasses.replace(
-                    HARD_CONFIGS[task], seed=seed, steps=config["steps"], **setting
-                )
+            train = dataclasses.replace(HARD_CONFIGS[task], steps=config["steps"], **setting)
+            seeds = [int(s) for s in config["seeds"]]
 
-                def unit(checkpoint_dir, task=task, setting=setting, seed=seed, train=train):
-                    result = train_nram(train, checkpoint_dir=checkpoint_dir)
+            def unit(checkpoint_dir, task=task, setting=setting, train=train, seeds=seeds):
+                results = train_nram_seeds(train, seeds, checkpoint_dir=checkpoint_dir)
+                runs = []
+                for seed, result in zip(seeds, results):
+                    run = dataclasses.replace(train, seed=seed)
                     top = evaluate(
                         result.controller,
-                        train,
-                        train.max_difficulty,
+                        run,
+                        run.max_difficulty,
                         examples=1000,
                         seed=seed + 1,
                         mixed=True,
@@ -2069,7 +2132,7 @@ def run_nram_hard(config: dict) -> list:
                     curve = [
                         evaluate(
                             result.controller,
-                            train,
+                            run,
                             x,
                             examples=config["test_examples"],
                             seed=seed + 1 + x,
@@ -2077,20 +2140,23 @@ def run_nram_hard(config: dict) -> list:
                         )
                         for x in config["figure3"]
                     ]
-                    return {
-                        "task": task,
-                        "setting": setting,
-                        "seed": seed,
-                        **_run_record(train, result),
-                        "train_error": top["error"],
-                        "discrete_error": top["error_discrete"],
-                        "agreement": top["agreement"],
-                        "figure3": curve,
-                    }
+                    runs.append(
+                        {
+                            "task": task,
+                            "setting": setting,
+                            "seed": seed,
+                            **_run_record(
+                                run, result._replace(wall_seconds=result.wall_seconds / len(seeds))
+                            ),
+                            "train_error": top["error"],
+                            "discrete_error": top["error_discrete"],
+                            "agreement": top["agreement"],
+                            "figure3": curve,
+                        }
+                    )
+                return runs
 
-                rows.append(
-                    run_unit(f"{task} {json.dumps(setting, sort_keys=True)} seed {seed}", unit)
-                )
+            rows += run_unit(f"{task} {json.dumps(setting, sort_keys=True)} seeds {seeds}", unit)
     return rows
 
 

@@ -360,6 +360,65 @@ def test_trace_of_the_hand_written_program_reads_and_writes_where_it_should():
     assert args[0] == [2] and args[N.MODULES.index("ADD")] == [2, 1]
     assert args[N.MODULES.index("WRITE")] == [index["ADD"], index["READ"]]
     assert outs == [index["LESSOREQUALTHAN"], 1, index["INC"], 3]
+    # every READ and WRITE of a step, and the finish probability: the hand-written program's
+    # finish logit is +-large, so the probability is 0 before the last step and 1 there
+    assert all(r["reads"] == [r["read"]] and r["writes"] == [r["write"]] for r in rows)
+    np.testing.assert_allclose(
+        [r["finish_probability"] for r in rows], [0.0] * (n + 1) + [1.0], atol=1e-9
+    )
+
+
+def test_trace_with_the_modules_twice_records_both_reads_and_writes_and_plots():
+    """A random controller on a machine with every module twice: each row has two READ addresses
+    and two WRITEs, each equal to what a replay of the step's argmax circuit gives; plot_trace
+    shows each memory value at (cell, timestep), frames the READ cells and fills the written
+    ones."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spec = N.NRAMSpec(N.MODULES * 2, 3)
+    controller = N.MLPController(spec, 16, rngs=nnx.Rngs(4))
+    ex = N.make_batch("copy", [3], 9, np.random.default_rng(2))
+    rows = N.trace(spec, N.controller_policy(controller), ex.memory[0], 5)
+    reads = [i for i, m in enumerate(spec.modules) if m == "READ"]
+    for row in rows:
+        assert len(row["reads"]) == len(row["writes"]) == 2
+        args, _ = N.circuit_choices(spec, row["logits"])
+        # replay the argmax circuit on integers: values = registers then each gate's output
+        values, memory = list(row["registers"]), row["memory"].copy()
+        got_reads, got_writes = [], []
+        for i, m in enumerate(spec.modules):
+            x = [values[a] for a in args[i]]
+            if m == "READ":
+                got_reads.append(int(x[0]))
+                values.append(memory[x[0]])
+            elif m == "WRITE":
+                got_writes.append((int(x[0]), int(x[1])))
+                memory[x[0]] = x[1]
+                values.append(0)
+            else:
+                x += [0] * (2 - len(x))
+                values.append(int(N.module_int(m, x[0], x[1], len(memory))))
+        assert row["reads"] == got_reads and row["writes"] == got_writes and reads
+        assert 0 <= row["finish_probability"] <= 1
+    ax = N.plot_trace(rows, cells=range(9))
+    texts = {
+        (round(t.get_position()[0], 1), round(t.get_position()[1], 1)): t.get_text()
+        for t in ax.texts
+    }
+    for t, row in enumerate(rows):
+        assert all(texts[(float(c), float(t))] == str(row["memory"][c]) for c in range(9))
+    framed = sum(1 for p in ax.patches if not p.get_fill())
+    filled = sum(1 for p in ax.patches if p.get_fill())
+    assert framed == sum(len(set(r["reads"])) for r in rows)
+    assert filled == sum(len({p for p, _ in r["writes"]}) for r in rows)
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="cells"):
+        N.plot_trace(rows, cells=[9])
+    with pytest.raises(ValueError, match="rows"):
+        N.plot_trace([])
 
 
 @pytest.mark.slow
@@ -470,16 +529,18 @@ def test_nram_hard_experiment_end_to_end():
     rows = N.run_nram_hard(
         {
             "tasks": ["permutation"],
-            "seeds": [0],
+            "seeds": [3, 0],
             "settings": [{"hidden": 16}],
             "steps": 50,
             "figure3": [8],
             "test_examples": 20,
         }
     )
-    (row,) = rows
+    assert [r["seed"] for r in rows] == [3, 0]  # the two seeds trained side by side, in order
+    row = rows[1]
     assert row["task"] == "permutation" and row["setting"] == {"hidden": 16}
     config = N.TrainConfig(**row["train_config"])
+    assert config.seed == 0
     assert config.hidden == 16 and config.steps == 50
     assert (
         0 <= row["train_error"] <= 1
