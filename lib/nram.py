@@ -1899,10 +1899,11 @@ SEARCH_SPACE = {
     "batch_size": [16, 32, 64],
     "threshold": [0.05, 0.1, 0.2],
 }
-"""The hyper-parameters `nram-search` draws from, each uniformly from its list (the paper gives
-none): those of Sec. 4.1 (learning rate, the gradient noise's scale and schedule, the entropy bonus
-and its decay), the machine's (registers, modules once or twice), the controller's (kind, width),
-the batch size and the curriculum's threshold; a task's search adds its timesteps."""
+"""The hyper-parameters `nram-search` draws from, each uniformly from its list (the paper
+gives none): those of Sec. 4.1 (learning rate, the gradient noise's scale and schedule, the
+entropy bonus and its decay), the machine's (registers, modules once or twice), the
+controller's (kind, width), the batch size and the curriculum's threshold; a task's search
+adds its timesteps."""
 
 
 @checks(space=Instance(dict), count=Int(1), seed=Int(0))
