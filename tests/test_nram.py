@@ -372,12 +372,7 @@ def test_trace_with_the_modules_twice_records_both_reads_and_writes_and_plots():
     """A random controller on a machine with every module twice: each row has two READ addresses
     and two WRITEs, each equal to what a replay of the step's argmax circuit gives; plot_trace
     shows each memory value at (cell, timestep), frames the READ cells and fills the written
-    ones."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    ones (the plot where matplotlib is installed: the floor's environment has none)."""
     spec = N.NRAMSpec(N.MODULES * 2, 3)
     controller = N.MLPController(spec, 16, rngs=nnx.Rngs(4))
     ex = N.make_batch("copy", [3], 9, np.random.default_rng(2))
@@ -403,6 +398,10 @@ def test_trace_with_the_modules_twice_records_both_reads_and_writes_and_plots():
                 values.append(int(N.module_int(m, x[0], x[1], len(memory))))
         assert row["reads"] == got_reads and row["writes"] == got_writes and reads
         assert 0 <= row["finish_probability"] <= 1
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     ax = N.plot_trace(rows, cells=range(9))
     texts = {
         (round(t.get_position()[0], 1), round(t.get_position()[1], 1)): t.get_text()
