@@ -1531,9 +1531,9 @@ def format_trace(rows: list[dict]) -> str:
             f"step {row['step']:2d}  memory {' '.join(f'{v:2d}' for v in row['memory'])}  "
             f"registers {row['registers']}"
         )
-        for p in row.get("reads", [row["read"]] if "read" in row else []):
+        for p in row["reads"]:
             line += f"  READ p={p:2d}"
-        for p, a in row.get("writes", [row["write"]] if "write" in row else []):
+        for p, a in row["writes"]:
             line += f"  WRITE p={p:2d} a={a:2d}"
         lines.append(line + ("  finish" if row["finish"] else ""))
     return "\n".join(lines)
@@ -1561,20 +1561,17 @@ def plot_trace(rows: list[dict], ax=None, cells=None, title: str | None = None):
     for t, row in enumerate(rows):
         for c in cells:
             x = column[c]
-            written = [a for p, a in row.get("writes", []) if p == c]
+            written = [a for p, a in row["writes"] if p == c]
             if written:
                 ax.add_patch(Rectangle((x - 0.5, t - 0.5), 1, 1, color="#f6b26b", zorder=0))
-            if c in row.get("reads", []):
+            if c in row["reads"]:
                 ax.add_patch(
                     Rectangle((x - 0.45, t - 0.45), 0.9, 0.9, fill=False, ec="#1f77b4", lw=1.5)
                 )
             ax.text(x, t, str(int(row["memory"][c])), ha="center", va="center", fontsize=7)
         for j, v in enumerate(row["registers"]):
             ax.text(reg0 + j, t, str(int(v)), ha="center", va="center", fontsize=7, color="0.3")
-        text = " ".join(
-            [f"R {p}" for p in row.get("reads", [])]
-            + [f"W {p}:{a}" for p, a in row.get("writes", [])]
-        )
+        text = " ".join([f"R {p}" for p in row["reads"]] + [f"W {p}:{a}" for p, a in row["writes"]])
         ax.text(right, t, f"{text}   f {row['finish_probability']:.2f}", va="center", fontsize=7)
     for j, c in enumerate(cells):
         ax.text(j, -1, str(c), ha="center", va="center", fontsize=6, color="0.5")
@@ -1925,6 +1922,19 @@ def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
     return [{k: v[int(rng.integers(len(v)))] for k, v in space.items()} for _ in range(count)]
 
 
+def _side_by_side(train: TrainConfig, seeds: list, checkpoint_dir) -> list:
+    """train_nram_seeds of `train` for `seeds`: per seed its config and its result, whose
+    wall_seconds is the side-by-side training's over the number of seeds."""
+    results = train_nram_seeds(train, seeds, checkpoint_dir=checkpoint_dir)
+    return [
+        (
+            dataclasses.replace(train, seed=seed),
+            result._replace(wall_seconds=result.wall_seconds / len(seeds)),
+        )
+        for seed, result in zip(seeds, results)
+    ]
+
+
 @_experiment(
     "nram-search",
     chapter="nram",
@@ -1968,28 +1978,26 @@ def run_nram_search(config: dict) -> list:
         seeds = [i + 1000 * s for s in config["seeds"]]
 
         def unit(checkpoint_dir, i=i, setting=setting, train=train, seeds=seeds):
-            results = train_nram_seeds(train, seeds, checkpoint_dir=checkpoint_dir)
             runs = []
-            for seed, result in zip(seeds, results):
-                run = dataclasses.replace(train, seed=seed)
+            for run, result in _side_by_side(train, seeds, checkpoint_dir):
                 top = evaluate(
                     result.controller,
                     run,
                     run.max_difficulty,
                     examples=config["examples"],
-                    seed=seed + 1,
+                    seed=run.seed + 1,
                 )
                 h = result.history
                 runs.append(
                     {
                         "task": run.task,
                         "setting_index": i,
-                        "seed": seed,
+                        "seed": run.seed,
                         "setting": setting,
                         "final_level": result.level,
                         "max_level": run.max_difficulty,
                         "selected_step": result.selected_step,
-                        "train_seconds": round(result.wall_seconds / len(seeds), 1),
+                        "train_seconds": round(result.wall_seconds, 1),
                         "error": top["error"],
                         "discrete_error": top["error_discrete"],
                         "agreement": top["agreement"],
@@ -2118,16 +2126,14 @@ def run_nram_hard(config: dict) -> list:
             seeds = [int(s) for s in config["seeds"]]
 
             def unit(checkpoint_dir, task=task, setting=setting, train=train, seeds=seeds):
-                results = train_nram_seeds(train, seeds, checkpoint_dir=checkpoint_dir)
                 runs = []
-                for seed, result in zip(seeds, results):
-                    run = dataclasses.replace(train, seed=seed)
+                for run, result in _side_by_side(train, seeds, checkpoint_dir):
                     top = evaluate(
                         result.controller,
                         run,
                         run.max_difficulty,
                         examples=1000,
-                        seed=seed + 1,
+                        seed=run.seed + 1,
                         mixed=True,
                     )
                     curve = [
@@ -2136,7 +2142,7 @@ def run_nram_hard(config: dict) -> list:
                             run,
                             x,
                             examples=config["test_examples"],
-                            seed=seed + 1 + x,
+                            seed=run.seed + 1 + x,
                             mixed=True,
                         )
                         for x in config["figure3"]
@@ -2145,10 +2151,8 @@ def run_nram_hard(config: dict) -> list:
                         {
                             "task": task,
                             "setting": setting,
-                            "seed": seed,
-                            **_run_record(
-                                run, result._replace(wall_seconds=result.wall_seconds / len(seeds))
-                            ),
+                            "seed": run.seed,
+                            **_run_record(run, result),
                             "train_error": top["error"],
                             "discrete_error": top["error_discrete"],
                             "agreement": top["agreement"],
