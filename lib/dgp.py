@@ -58,7 +58,7 @@ def _quadratic_forms_bwd(residuals, g):
         P, M = C.shape[1:]
         G = (g[:, :, None] * A[:, None, :]).reshape(-1, P * M)  # G[n, (p, m)] = g_np a_nm
         dB = jnp.swapaxes((A.T @ G).reshape(M, P, M), 0, 1)  # sum_n g_np a_n a_n^T
-        dA = 2.0 * jnp.einsum("np,npm->nm", g, C)  # 2 sum_p g_np B_p a_n
+        dA = 2.0 * jnp.sum(g[:, :, None] * C, 1)  # 2 sum_p g_np B_p a_n, one pass over C
     else:
         G = g.T[:, :, None] * A
         dB = jnp.swapaxes(A, 1, 2) @ G
@@ -235,22 +235,25 @@ class RBF(nnx.Module):
     def variance(self):
         return jax.nn.softplus(self.raw_variance[...])
 
-    def _map(self, x1, x2, variance):
+    def _map(self, x1, x2, variance, lengthscales):
         if self.batch is None:
-            return rbf(x1, x2, self.lengthscales, variance)
+            return rbf(x1, x2, lengthscales, variance)
         in1 = 0 if x1.ndim == 3 else None
         in2 = 0 if x2.ndim == 3 else None
         return jax.vmap(rbf, (in1, in2, 0, 0))(
-            x1, x2, self.lengthscales, jnp.broadcast_to(variance, (self.batch,))
+            x1, x2, lengthscales, jnp.broadcast_to(variance, (self.batch,))
         )
 
     def __call__(self, x1, x2):
-        return self._map(x1, x2, self.variance)
+        return self._map(x1, x2, self.variance, self.lengthscales)
 
-    def correlation(self, x1, x2):
+    def correlation(self, x1, x2, lengthscales=None):
         """k(x1, x2) / variance. A layer multiplies the variance into a small matrix instead of an
-        (M, N) one: the variance's gradient is then a sum over M^2 terms, not M N."""
-        return self._map(x1, x2, jnp.ones((), x1.dtype))
+        (M, N) one: the variance's gradient is then a sum over M^2 terms, not M N. lengthscales:
+        the kernel's (None) or given values of the same shape (a layer passes them computed once
+        per step to the function of its rows, which must not read the kernel's parameters)."""
+        ls = self.lengthscales if lengthscales is None else lengthscales
+        return self._map(x1, x2, jnp.ones((), x1.dtype), ls)
 
     def diag(self, x):
         """k(x_i, x_i): (N,), or (N, P) for a batch of P kernels."""
@@ -344,6 +347,94 @@ def map_rows(fn, x, rows: int):
     xs = jnp.pad(x, ((0, chunks * rows - N), (0, 0))).reshape(chunks, rows, -1)
     out = jax.lax.map(jax.checkpoint(fn), xs)
     return jax.tree.map(lambda o: o.reshape((chunks * rows,) + o.shape[2:])[:N], out)
+
+
+def _chunked(data, rows: int):
+    """data's leaves (N, ...) padded with zero rows and cut into (chunks, rows', ...), rows' <= rows
+    balanced, and the mask (chunks, rows') of the real rows."""
+    N = jax.tree.leaves(data)[0].shape[0]
+    chunks = -(-N // rows)
+    rows = -(-N // chunks)
+
+    def cut(a):
+        a = jnp.pad(a, [(0, chunks * rows - N)] + [(0, 0)] * (a.ndim - 1))
+        return a.reshape((chunks, rows) + a.shape[1:])
+
+    return jax.tree.map(cut, data), (jnp.arange(chunks * rows) < N).reshape(chunks, rows)
+
+
+def _joined(chunked, N: int):
+    return jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[:N], chunked)
+
+
+def _inexact(a) -> bool:
+    return jnp.issubdtype(jnp.result_type(a), jnp.inexact)
+
+
+@checks(fn=Function(), rows=Int(1))
+def sum_rows(fn, params, data, rows: int):
+    """The sum over the N rows of data of fn(params, rows of data), in chunks of at most `rows`
+    rows, differentiated chunk by chunk (Section 10).
+
+    fn maps params and a chunk of data (data's pytree, leaves (n, ...)) to (n,) values, one per
+    row, and must treat rows independently; it must read nothing traced but its arguments. Under
+    differentiation each chunk's backward pass runs right after its forward pass, while the
+    chunk's intermediates are still in cache: nothing is recomputed and nothing of the chunk is
+    kept, but params' gradient (summed) and data's (N rows; zero for integer leaves). Chunks are
+    of equal size, the last padded with zero rows that count for nothing. Data of at most `rows`
+    rows is one chunk, differentiated as any function.
+    """
+    N = jax.tree.leaves(data)[0].shape[0]
+    if N <= rows:
+        return jnp.sum(fn(params, data))
+    return _sum_chunks(fn, params, data, rows)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0, 3))
+def _sum_chunks(fn, params, data, rows: int):
+    chunks, mask = _chunked(data, rows)
+    values = jax.lax.map(lambda c: fn(params, c), chunks)
+    return jnp.sum(jnp.where(mask, values, 0))
+
+
+def _sum_rows_fwd(fn, params, data, rows):
+    N = jax.tree.leaves(data)[0].shape[0]
+    leaves, tree = jax.tree.flatten(data)
+
+    def value_and_grads(chunk, mask):
+        def of(p, f):  # fn as a function of params and data's inexact leaves
+            f = iter(f)
+            return fn(p, jax.tree.unflatten(tree, [next(f) if _inexact(a) else a for a in chunk]))
+
+        values, pull = jax.vjp(of, params, [a for a in chunk if _inexact(a)])
+        return jnp.sum(jnp.where(mask, values, 0)), *pull(mask.astype(values.dtype))
+
+    chunks, mask = _chunked(leaves, rows)
+    first = jax.tree.unflatten(tree, [a[0] for a in chunks])
+    dtype = jax.eval_shape(fn, params, first).dtype
+
+    def body(carry, chunk):
+        value, g_p, g_f = value_and_grads(*chunk)
+        return (carry[0] + value, jax.tree.map(jnp.add, carry[1], g_p)), g_f
+
+    start = (jnp.zeros((), dtype), jax.tree.map(jnp.zeros_like, params))
+    (total, g_params), g_floats = jax.lax.scan(body, start, (chunks, mask))
+    g_floats = iter(_joined(g_floats, N))  # data's cotangent: inexact leaves' gradient, rest kept
+    g_data = jax.tree.unflatten(tree, [next(g_floats) if _inexact(a) else a for a in leaves])
+    return total, (g_params, g_data)
+
+
+def _sum_rows_bwd(fn, rows, residuals, g):
+    g_params, g_data = residuals
+    return (
+        jax.tree.map(lambda a: g * a, g_params),
+        jax.tree.map(
+            lambda a: g * a if _inexact(a) else np.zeros(a.shape, jax.dtypes.float0), g_data
+        ),
+    )
+
+
+_sum_chunks.defvjp(_sum_rows_fwd, _sum_rows_bwd)
 
 
 @checks(num_outputs=Int(1), num_inducing=Int(1))
@@ -454,22 +545,47 @@ class SVGPLayer(nnx.Module):
             else x @ self.mean_W[...]
         )
 
+    def operators(self) -> dict:
+        """What the marginals of any rows need, computed once: T and B of eq. dgp-quadform (the
+        O(M^3) part: the Cholesky factor, its inverse) and the parameters read per row, as a dict
+        of arrays for `marginals`."""
+        L, Linv = self._factors()
+        T, B = marginal_operators(L, self.q_sqrt[...], self.whiten, Linv)
+        variance = self.kernel.variance
+        # so that alpha = T k(Z, x) with the kernel's correlation
+        T = variance * T if T.ndim == 2 else variance[:, None, None] * T
+        return {
+            "T": T,
+            "B": B,
+            "Z": self.Z[...],
+            "q_mu": self.q_mu[...],
+            "lengthscales": self.kernel.lengthscales,
+            "variance": variance,
+            "mean_W": None if self.mean_W is None else self.mean_W[...],
+        }
+
+    def marginals(self, ops: dict, x):
+        """Means and variances (n, P) of q(f(x)) at rows x (n, D_in) from `operators()` (eq.
+        dgp-marginals). It reads no parameter of the layer, only `ops`: a function of rows can
+        run it under a transformation of its own (`sum_rows`)."""
+        kdiag = jnp.broadcast_to(ops["variance"], x.shape[:-1] + ops["variance"].shape)
+        kxz = self.kernel.correlation(x, ops["Z"], ops["lengthscales"])
+        mean, var = marginals_from_operators(
+            ops["T"], ops["B"], kxz, kdiag.astype(x.dtype) + self.noise_variance, ops["q_mu"]
+        )
+        if ops["mean_W"] is not None:
+            mean = mean + x @ ops["mean_W"]
+        return mean, jnp.maximum(var, 1e-12)
+
+    def rows_per_chunk(self, dtype) -> int:
+        M, P = self.q_mu.shape
+        return self.chunk_size or default_chunk_rows(P, M, dtype)
+
     def __call__(self, x):
         """Marginals of q(f(x)): mean (N, P) and variance (N, P) for inputs x (N, D_in) (eq.
         dgp-marginals)."""
-        Z, q_mu = self.Z[...], self.q_mu[...]
-        L, Linv = self._factors()
-        T, B = marginal_operators(L, self.q_sqrt[...], self.whiten, Linv)
-        # so that alpha = T k(Z, x) with the kernel's correlation
-        T = self.kernel.variance * T if T.ndim == 2 else self.kernel.variance[:, None, None] * T
-
-        def rows(xc):
-            kdiag = self.kernel.diag(xc) + self.noise_variance
-            mean, var = marginals_from_operators(T, B, self.kernel.correlation(xc, Z), kdiag, q_mu)
-            return mean + self.mean_function(xc), jnp.maximum(var, 1e-12)
-
-        M, P = q_mu.shape
-        return map_rows(rows, x, self.chunk_size or default_chunk_rows(P, M, x.dtype))
+        ops = self.operators()
+        return map_rows(lambda xc: self.marginals(ops, xc), x, self.rows_per_chunk(x.dtype))
 
     def kl(self):
         """KL[q(u) || p(u)] summed over the layer's outputs (eq. dgp-kl)."""
@@ -700,13 +816,40 @@ class DeepGP(nnx.Module):
         return sum(layer.kl() for layer in self.layers)
 
     def elbo(self, x, y, key, num_samples: int = 1):
-        """Unbiased estimate of the bound (eq. dgp-elbo) from a minibatch x (B, D), y (B, P)."""
+        """Unbiased estimate of the bound (eq. dgp-elbo) from a minibatch x (B, D), y (B, P).
+
+        The rows go through all the layers in chunks (`sum_rows`), each chunk's gradient taken as
+        it is computed; the samples are those of `propagate` with the same key.
+        """
         y = self._check_y(y, x)
-        mean, var = self.propagate(x, key, num_samples)
-        expected = jnp.mean(
-            self.likelihood.variational_expectations(mean, var, y[None]), 0
-        )  # (B, P)
-        return self.num_data / x.shape[0] * jnp.sum(expected) - self.kl()
+        x = self._check_x(x)
+        S, N = num_samples, x.shape[0]
+
+        def rep(a):  # the batch repeated S times, as propagate repeats it
+            return jnp.broadcast_to(a, (S,) + a.shape).reshape((S * N,) + a.shape[1:])
+
+        keys = jax.random.split(key, len(self.layers))
+        noise = [  # eq. dgp-sample's epsilon for layers 1..L-1, drawn as propagate draws them
+            jax.random.normal(k, (S * N, layer.num_outputs), x.dtype)
+            for layer, k in zip(self.layers[:-1], keys)
+        ]
+        layers = tuple(self.layers)
+        likelihood, likelihood_state = nnx.split(self.likelihood)
+
+        def rows(params, chunk):  # E[log p(y_i | f_i^L)] for a chunk of rows, summed per row
+            ops, state = params
+            f, yc, eps = chunk
+            for layer, o, e in zip(layers[:-1], ops[:-1], eps):
+                mean, var = layer.marginals(o, f)
+                f = mean + jnp.sqrt(var) * e
+            mean, var = layers[-1].marginals(ops[-1], f)
+            expected = nnx.merge(likelihood, state).variational_expectations(mean, var, yc)
+            return jnp.sum(expected.reshape(len(f), -1), 1)  # (n, P), or (n,) for robust-max
+
+        params = ([layer.operators() for layer in layers], likelihood_state)
+        chunk = min(layer.rows_per_chunk(x.dtype) for layer in layers)
+        data_term = sum_rows(rows, params, (rep(x), rep(y), noise), chunk) / S
+        return self.num_data / N * data_term - self.kl()
 
     def predict_y(self, x, key, num_samples: int = 100):
         """Mean and variance of the predictive mixture of y (eq. 18), each (N, P)."""
@@ -886,12 +1029,13 @@ def _compiles_with(options: tuple) -> bool:
 def step_compiler_options(dtype) -> dict | None:
     """XLA options for compiling a deep-GP step in `dtype` (Section 10, Appendix C).
 
-    On the CPU in float32: XLA's YNNPACK fusions off (`xla_cpu_experimental_ynn_fusion_type=""`),
-    chosen when they were slower there; Appendix C, Section 7 times the steps both ways (in
-    float32 the two are now within the machine's noise, in float64 the fusions are faster, so
-    they stay on). None elsewhere, or where this jax does not know the option.
+    On the CPU: XLA's YNNPACK fusions off (`xla_cpu_experimental_ynn_fusion_type=""`), chosen
+    for float32 when they were slower there, and for float64 since the bound sums its rows chunk
+    by chunk (`sum_rows`): the chunked steps at batch 10,000 are faster without them. Appendix
+    C, Section 7 times the steps both ways. None elsewhere, or where this jax does not know the
+    option. dtype is kept for a choice per precision.
     """
-    if jax.default_backend() != "cpu" or jnp.dtype(dtype) != jnp.float32:
+    if jax.default_backend() != "cpu":
         return None
     options = (("xla_cpu_experimental_ynn_fusion_type", ""),)
     return dict(options) if _compiles_with(options) else None
@@ -1224,10 +1368,10 @@ def gradient_step_flops(model: DeepGP, x, y, *, num_samples: int = 1) -> float:
     """Floating-point operations of that step, as XLA's cost analysis of the compiled step counts
     them.
 
-    Counted on the step with the whole batch in one chunk (XLA counts the body of map_rows' loop
-    once), so the chunks' recomputation in the backward pass is not included: the work of the
-    algorithm, not of our memory-saving schedule. Library calls such as the M x M Cholesky
-    factorisations are not counted either: O(M^3), against the O(|B| M^2) of the products.
+    Counted on the step with the whole batch in one chunk (XLA counts the body of a loop over
+    chunks once): the work of the algorithm, not of our memory-saving schedule. Library calls
+    such as the M x M Cholesky factorisations are not counted: O(M^3), against the O(|B| M^2) of
+    the products.
     """
     chunks = [layer.chunk_size for layer in model.layers]
     try:

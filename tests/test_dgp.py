@@ -378,6 +378,58 @@ def test_map_rows_pads_and_drops(rng):
         assert np.allclose(a, fn(x)[0]) and np.allclose(b, fn(x)[1])
 
 
+def test_sum_rows_value_and_gradient_against_the_plain_sum(rng):
+    params = {"w": jnp.asarray(rng.normal(size=(3, 4))), "b": jnp.asarray(rng.normal(size=4))}
+    x = jnp.asarray(rng.normal(size=(23, 3)))
+    labels = jnp.asarray(rng.integers(0, 4, size=23))
+
+    def fn(p, d):  # a log-softmax likelihood per row: rows independent, integer labels
+        v, k = d
+        logits = jnp.tanh(v @ p["w"]) + p["b"]
+        return jnp.take_along_axis(jax.nn.log_softmax(logits), k[:, None], 1)[:, 0]
+
+    plain = lambda p, v: jnp.sum(fn(p, (v, labels)))  # noqa: E731
+    value, grads = jax.value_and_grad(plain, argnums=(0, 1))(params, x)
+    for rows in (1, 4, 7, 23, 50):
+        ours = lambda p, v: G.sum_rows(fn, p, (v, labels), rows)  # noqa: E731
+        v1, g1 = jax.jit(jax.value_and_grad(ours, argnums=(0, 1)))(params, x)
+        assert np.isclose(v1, value, rtol=1e-12) and np.isclose(ours(params, x), value)
+        for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(grads)):
+            assert np.allclose(a, b, rtol=1e-10, atol=1e-13)
+    # data's gradient, scaled by the cotangent, through a second use of the sum
+    twice = lambda v: 3.0 * G.sum_rows(fn, params, (v, labels), 4)  # noqa: E731
+    assert np.allclose(jax.grad(twice)(x), 3.0 * grads[1], atol=1e-13)
+
+
+@pytest.mark.parametrize("classes", [None, 3])
+def test_elbo_is_the_propagated_estimate_whatever_the_chunks(rng, classes):
+    """The bound summed chunk by chunk (sum_rows) against its definition from `propagate`: the same
+    value and gradient, for a Gaussian and a robust-max likelihood (integer labels)."""
+    from flax import nnx
+
+    x = rng.normal(size=(41, 3))
+    if classes is None:
+        y, likelihood = np.sin(x.sum(1, keepdims=True)), None
+    else:
+        y, likelihood = rng.integers(0, classes, size=(41, 1)), G.RobustMax(classes)
+    model = G.build_dgp(x, y, 2, num_inducing=5, whiten=True, likelihood=likelihood)
+    x, y, key = jnp.asarray(x), jnp.asarray(y), jax.random.key(2)
+
+    def defined(m):
+        mean, var = m.propagate(x, key, 2)
+        expected = jnp.mean(m.likelihood.variational_expectations(mean, var, y[None]), 0)
+        return m.num_data / x.shape[0] * jnp.sum(expected) - m.kl()
+
+    v0, g0 = nnx.value_and_grad(defined)(model)
+    for rows in (1000, 6):
+        for layer in model.layers:
+            layer.chunk_size = rows
+        v1, g1 = nnx.value_and_grad(lambda m: m.elbo(x, y, key, 2))(model)
+        assert np.isclose(v1, v0, rtol=1e-12)
+        for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g0)):
+            assert np.allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("whiten", [False, True])
 def test_layer_does_not_depend_on_chunk_size(rng, whiten):
     from flax import nnx
