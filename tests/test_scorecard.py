@@ -297,3 +297,17 @@ def test_every_results_file_says_how_it_relates_to_its_preset():
             assert (record["git_diff_sha256"] and diff.is_file()) or record.get("git_diff_note"), (
                 rel
             )
+
+
+def test_the_readme_and_introduction_state_the_step_benchmark_as_it_stands():
+    """README and the introduction say in words how many of the benchmark's configurations lib.dgp
+    wins like for like: the words follow results/benchmarks/dgp-step.json."""
+    summary = json.loads((ROOT / "results" / "benchmarks" / "dgp-step.json").read_text())["summary"]
+    behind = sum(not e["ours_over_best_peer"] < 1 for e in summary)
+    words = {0: f"all {len(summary)}", 1: "all configurations but one"}
+    numbers = {12: "twelve"}
+    said = words.get(behind, "").replace(str(len(summary)), numbers.get(len(summary), "?"))
+    assert said, f"lib.dgp behind a peer in {behind} configurations: say it in README and intro"
+    for page in (ROOT / "README.md", ROOT / "book" / "intro.md"):
+        text = " ".join(page.read_text().split())
+        assert f"faster in {said}" in text, f"{page.name} should say 'faster in {said}'"
