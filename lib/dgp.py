@@ -255,10 +255,12 @@ class RBF(nnx.Module):
         ls = self.lengthscales if lengthscales is None else lengthscales
         return self._map(x1, x2, jnp.ones((), x1.dtype), ls)
 
-    def diag(self, x):
-        """k(x_i, x_i): (N,), or (N, P) for a batch of P kernels."""
+    def diag(self, x, variance=None):
+        """k(x_i, x_i): (N,), or (N, P) for a batch of P kernels. variance: the kernel's (None) or
+        given values of its shape (as `correlation`'s lengthscales)."""
+        variance = self.variance if variance is None else variance
         return jnp.broadcast_to(
-            self.variance, x.shape[:-1] + (() if self.batch is None else (self.batch,))
+            variance, x.shape[:-1] + (() if self.batch is None else (self.batch,))
         ).astype(x.dtype)
 
 
@@ -331,27 +333,10 @@ def _cholesky_factors_bwd(jitter, retries, residuals, cotangents):
 cholesky_factors.defvjp(_cholesky_factors_fwd, _cholesky_factors_bwd, symbolic_zeros=True)
 
 
-@checks(fn=Function(), rows=Int(1))
-def map_rows(fn, x, rows: int):
-    """fn applied to x (N, D) in chunks of at most `rows` rows, each under jax.checkpoint; outputs
-    joined.
-
-    fn maps (n, D) to a pytree of arrays with n leading rows. The chunks are of equal size, the last
-    padded with zero rows whose outputs are dropped, so fn must treat rows independently.
-    """
-    N = x.shape[0]
-    if N <= rows:
-        return fn(x)
-    chunks = -(-N // rows)
-    rows = -(-N // chunks)  # balanced: at most chunks - 1 rows of padding
-    xs = jnp.pad(x, ((0, chunks * rows - N), (0, 0))).reshape(chunks, rows, -1)
-    out = jax.lax.map(jax.checkpoint(fn), xs)
-    return jax.tree.map(lambda o: o.reshape((chunks * rows,) + o.shape[2:])[:N], out)
-
-
 def _chunked(data, rows: int):
     """data's leaves (N, ...) padded with zero rows and cut into (chunks, rows', ...), rows' <= rows
-    balanced, and the mask (chunks, rows') of the real rows."""
+    balanced (at most chunks - 1 rows of padding), and the mask (chunks, rows') of the real
+    rows."""
     N = jax.tree.leaves(data)[0].shape[0]
     chunks = -(-N // rows)
     rows = -(-N // chunks)
@@ -365,6 +350,21 @@ def _chunked(data, rows: int):
 
 def _joined(chunked, N: int):
     return jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:])[:N], chunked)
+
+
+@checks(fn=Function(), rows=Int(1))
+def map_rows(fn, x, rows: int):
+    """fn applied to x (N, D) in chunks of at most `rows` rows, each under jax.checkpoint; outputs
+    joined.
+
+    fn maps (n, D) to a pytree of arrays with n leading rows. The chunks are of equal size, the last
+    padded with zero rows whose outputs are dropped, so fn must treat rows independently.
+    """
+    N = x.shape[0]
+    if N <= rows:
+        return fn(x)
+    xs, _ = _chunked(x, rows)
+    return _joined(jax.lax.map(jax.checkpoint(fn), xs), N)
 
 
 def _inexact(a) -> bool:
@@ -568,11 +568,9 @@ class SVGPLayer(nnx.Module):
         """Means and variances (n, P) of q(f(x)) at rows x (n, D_in) from `operators()` (eq.
         dgp-marginals). It reads no parameter of the layer, only `ops`: a function of rows can
         run it under a transformation of its own (`sum_rows`)."""
-        kdiag = jnp.broadcast_to(ops["variance"], x.shape[:-1] + ops["variance"].shape)
+        kdiag = self.kernel.diag(x, ops["variance"]) + self.noise_variance
         kxz = self.kernel.correlation(x, ops["Z"], ops["lengthscales"])
-        mean, var = marginals_from_operators(
-            ops["T"], ops["B"], kxz, kdiag.astype(x.dtype) + self.noise_variance, ops["q_mu"]
-        )
+        mean, var = marginals_from_operators(ops["T"], ops["B"], kxz, kdiag, ops["q_mu"])
         if ops["mean_W"] is not None:
             mean = mean + x @ ops["mean_W"]
         return mean, jnp.maximum(var, 1e-12)
