@@ -42,13 +42,11 @@ def main(argv=None) -> int:
         paper = NRAM_CONFIGS[task]
         config = dataclasses.replace(paper, steps=-(-args.steps // paper.chunk) * paper.chunk)
         for k in args.seeds:
-            seeds = list(range(k))
-            results = []
             for _ in range(2):  # the first compiles the step, the second is timed
                 if k == 1:
                     results = [train_nram(config, progress=False)]
                 else:
-                    results = train_nram_seeds(config, seeds, progress=False)
+                    results = train_nram_seeds(config, list(range(k)), progress=False)
             seconds = results[0].wall_seconds / config.steps
             record.add(
                 task=task,

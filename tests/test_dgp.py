@@ -612,6 +612,29 @@ def test_gradient_step_flops_match_the_count_of_the_products():
 
 
 @pytest.mark.parametrize("batch", [None, 3])
+def test_kernel_diagonal_and_correlation_with_given_parameters(rng, batch):
+    """RBF.diag is the diagonal of the kernel matrix, and with a given variance that of the kernel
+    with that variance; correlation with given lengthscales is the kernel with them over its
+    variance: the forms a layer's marginals use, against the kernel matrix itself."""
+    D = 3
+    x1, x2 = jnp.asarray(rng.normal(size=(5, D))), jnp.asarray(rng.normal(size=(4, D)))
+    kern = G.RBF(D, 0.8, 1.4, batch=batch)
+    other = G.RBF(D, 1.3, 0.6, batch=batch)
+    for k in (kern, other):
+        full = np.asarray(k(x1, x1))
+        diag = np.diagonal(full, axis1=-2, axis2=-1)
+        np.testing.assert_allclose(np.asarray(k.diag(x1)), diag.T, rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(kern.diag(x1, other.variance)), np.asarray(other.diag(x1)), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        np.asarray(kern.correlation(x1, x2, other.lengthscales)) * 0.6,
+        np.asarray(other(x1, x2)),
+        rtol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("batch", [None, 3])
 def test_shared_lengthscale_kernel_is_the_ard_kernel_with_equal_lengthscales(rng, batch):
     """ard=False (GPflow 1's default) is the ARD kernel whose lengthscales are all the shared one,
     checked against the squared-exponential formula written out; a model built with it has one
