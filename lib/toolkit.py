@@ -1916,6 +1916,30 @@ def run_unit(name: str, compute: Callable[[Path | None], Any]) -> Any:
 
 
 # %% book/toolkit.md
+def device_name(device: dict) -> str:
+    """A record's `"device"` in words: "CPU (n cores)" or the accelerator's kind."""
+    if device.get("platform") == "cpu":
+        return f"CPU ({device.get('cpus')} cores)"
+    return str(device.get("kind", device.get("platform", "unknown")))
+
+
+def where_run(record: dict) -> str:
+    """Where a results record was computed; for a resumed run, where it began and how far it got
+    there (units finished whole, the steps of the checkpoints restored), then where it ended."""
+    here, resumed = device_name(record["device"]), record.get("resumed") or {}
+    if not resumed:
+        return here
+    began = [f"{len(resumed['units_reused'])} unit(s) whole"] if resumed["units_reused"] else []
+    steps = sorted(set(resumed["checkpoints_restored"].values()))
+    began += [f"to step {', '.join(map(str, steps))}"] if steps else []
+    first = resumed.get("first_device")
+    first = device_name(first) if first else "an earlier run"
+    if first == here:
+        return f"{here}, resumed ({'; '.join(began)})"
+    return f"{first} ({'; '.join(began)}), then {here}"
+
+
+# %% book/toolkit.md
 @experiment(
     "toolkit-mnist-softmax",
     chapter="toolkit",

@@ -964,3 +964,23 @@ def test_provenance_names_the_host_cpu_and_its_vector_extensions():
     assert device["vector_isa"] == [f for f in ("avx", "avx2", "fma", "avx512f") if f in flags] + [
         f for f in ("avx512_bf16", "avx512_fp16", "amx_tile") if f in flags
     ]
+
+
+def test_where_run_names_the_devices_a_resumed_record_ran_on():
+    from lib.toolkit import device_name, where_run
+
+    cpu, gpu = {"platform": "cpu", "cpus": 2}, {"platform": "gpu", "kind": "NVIDIA H200"}
+    assert device_name(cpu) == "CPU (2 cores)" and device_name(gpu) == "NVIDIA H200"
+    assert (
+        where_run({"device": gpu}) == where_run({"device": gpu, "resumed": None}) == "NVIDIA H200"
+    )
+
+    def resumed(units, steps, first):
+        return {"units_reused": units, "checkpoints_restored": steps, "first_device": first}
+
+    same = {"device": cpu, "resumed": resumed(["a", "b"], {}, cpu)}
+    assert where_run(same) == "CPU (2 cores), resumed (2 unit(s) whole)"
+    moved = {"device": cpu, "resumed": resumed([], {"u": 7000, "v": 7000, "w": 500}, gpu)}
+    assert where_run(moved) == "NVIDIA H200 (to step 500, 7000), then CPU (2 cores)"
+    unknown = {"device": gpu, "resumed": resumed(["a"], {"u": 13000}, None)}
+    assert where_run(unknown) == "an earlier run (1 unit(s) whole; to step 13000), then NVIDIA H200"
