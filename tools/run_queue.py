@@ -14,6 +14,8 @@ run, and the logs (two alternating copies, so that one is whole if the machine g
 the end the latest checkpoint of each unfinished unit in chunks of at most 15 MiB, at most four.
 `--tests`: the library's unit tests run beside the parts (`pytest -v`, so that the log names every
 test as it finishes). The logs go to results/.queue/. `--list` prints the parts still to run.
+On a lent accelerator machine, start it through tools/device_run.sh, which gives the copied tree
+the git checkout it lacks (so that the records name their commit) and packs into $OUT.
 """
 
 from __future__ import annotations
