@@ -2230,16 +2230,6 @@ CLAIMS = [
             expect="not reproduced",
             note="none of the paper preset's seeds reached zero error (Section 9)",
         )
-        if task in HARD_PARTS
-        else Claim(
-            "nram",
-            "Table 1",
-            f"{name} (train error)",
-            "training error at the paper's complexity, best of 8 seeds",
-            value,
-            expect="not run",
-            note="the hard task has not been run at the paper's scale",
-        )
         for task, name, value, target in (
             ("permutation", "Permutation", "0", 0.0),
             ("listk", "ListK", "0", 0.0),

@@ -10,8 +10,8 @@
 # downloads the pure-Python wheels the machine's image lacks (.dev/whl). The run then calls
 # tools/run_queue.py with --pool, --deadline and --pack "$OUT": at the deadline the parts still
 # running stop at their last checkpoint, and the packed checkpoints (ckpt.tgz.*) resume them there
-# or here with the same command. Commit nothing before the run that you have not committed: the
-# clone is of HEAD, and a tracked file that differs from it marks every result "-dirty".
+# or here with the same command. Commit before --prepare: the clone is of HEAD, and a tracked file
+# that differs from it marks every result "-dirty".
 cd "$(dirname "$0")/.." || exit 1
 if [ "$1" = "--prepare" ]; then
   rm -rf .dev/git .dev/whl && mkdir -p .dev/whl || exit 1
