@@ -882,6 +882,7 @@ class Curriculum:
     repeats=Int(1),
     controller=OneOf("mlp", "lstm"),
     hidden=Int(1),
+    init_scale=Float(0, low_open=True),
     memory_size=Int(1),
     timesteps=Int(1),
     max_difficulty=Int(1),
@@ -911,6 +912,7 @@ class TrainConfig:
     repeats: int = 1  # the module list repeated (Sec. 4.3)
     controller: str = "mlp"  # "mlp" or "lstm"
     hidden: int = 64
+    init_scale: float = 1.0  # the read-out layer's initial weights times this (sharper circuits)
     memory_size: int = 16
     timesteps: int = 12
     max_difficulty: int = 7
@@ -936,11 +938,16 @@ class TrainConfig:
 
 @checks(config=Instance(TrainConfig))
 def make_controller(config: TrainConfig, rngs: nnx.Rngs) -> nnx.Module:
-    """The controller of `config` (Sec. 3)."""
+    """The controller of `config` (Sec. 3), its read-out layer's initial weights (Flax's LeCun
+    normal) multiplied by `config.init_scale`: at 1 the first circuits are close to uniform
+    averages, larger values start from sharper, nearly discrete ones."""
     kinds = {"mlp": MLPController, "lstm": LSTMController}
     if config.controller not in kinds:
         raise ValueError(f"controller must be 'mlp' or 'lstm', got {config.controller!r}")
-    return kinds[config.controller](config.spec(), config.hidden, rngs=rngs)
+    controller = kinds[config.controller](config.spec(), config.hidden, rngs=rngs)
+    if config.init_scale != 1.0:
+        controller.out.kernel[...] = controller.out.kernel[...] * config.init_scale
+    return controller
 
 
 def controller_text(controller: nnx.Module) -> str:

@@ -505,6 +505,29 @@ def test_a_controller_saved_as_text_loads_back_identical(kind):
         N.load_controller(dataclasses.replace(config, hidden=9), N.controller_text(controller))
 
 
+@pytest.mark.parametrize("kind", ["mlp", "lstm"])
+def test_init_scale_multiplies_the_read_out_weights_and_so_the_first_logits(kind):
+    config = N.TrainConfig(controller=kind, hidden=8)
+    base = N.make_controller(config, nnx.Rngs(3))
+    sharp = N.make_controller(dataclasses.replace(config, init_scale=4.0), nnx.Rngs(3))
+    for (path, x), (_, y) in zip(
+        nnx.to_flat_state(nnx.state(base, nnx.Param)),
+        nnx.to_flat_state(nnx.state(sharp, nnx.Param)),
+    ):
+        scale = 4.0 if path == ("out", "kernel") else 1.0
+        np.testing.assert_allclose(np.asarray(y[...]), scale * np.asarray(x[...]), rtol=1e-6)
+    bits = jnp.ones((2, config.registers), jnp.float32)
+    # the read-out is linear with a zero bias at initialisation: the logits scale with it
+    np.testing.assert_allclose(
+        sharp(bits, sharp.initial_carry(2))[0],
+        4.0 * base(bits, base.initial_carry(2))[0],
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    with pytest.raises(ValueError, match="init_scale"):
+        N.TrainConfig(init_scale=0.0)
+
+
 @pytest.mark.slow
 def test_evaluate_scores_the_hand_written_program_perfect_and_too_few_steps_wrong():
     config = N.TrainConfig(task="copy", memory_size=16, timesteps=12, max_difficulty=5)
