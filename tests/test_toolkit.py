@@ -456,6 +456,39 @@ def test_the_paper_scale_queue_is_valid(tmp_path):
         queue.load_queue(tmp_path / "queue.json")
 
 
+def test_legacy_parts_run_again_with_the_command_their_record_states(tmp_path):
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("queue_tool", root / "tools" / "run_queue.py")
+    queue = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(queue)
+    text = (
+        'python -m lib nram-search --preset paper --set space={"registers": [2, 3], "repeats":'
+        " [2]} --set count=8 --set ard=false --part few"
+    )
+    entry = {
+        "experiment": "nram-search",
+        "set": {"space": {"registers": [2, 3], "repeats": [2]}, "count": 8, "ard": False},
+        "preset": "paper",
+        "part": "few",
+    }
+    assert queue.split_command(text) == entry
+    assert "python " + " ".join(queue.command(entry)[1:]) == text  # the same command again
+    for bad in ("python -m lib", "python -m lib a b", "python -m lib a --fresh"):
+        with pytest.raises(ValueError):
+            queue.split_command(bad)
+    (tmp_path / "results" / "nram").mkdir(parents=True)
+    legacy = {"command": text, "git_diff_note": "not known", "rows": []}
+    (tmp_path / "results" / "nram" / "nram-search.few.json").write_text(json.dumps(legacy))
+    clean = {**legacy, "git_diff_note": None, "command": text.replace("few", "clean")}
+    (tmp_path / "results" / "nram" / "nram-search.clean.json").write_text(json.dumps(clean))
+    assert queue.legacy(tmp_path) == [{**entry, "chapter": "nram"}]
+    (tmp_path / "results" / "nram" / "nram-search.elsewhere.json").write_text(json.dumps(legacy))
+    with pytest.raises(ValueError, match="writes"):
+        queue.legacy(tmp_path)
+
+
 def test_settings_are_checked_against_the_presets_types_and_ranges():
     presets = {
         "book": {

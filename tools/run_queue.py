@@ -14,6 +14,8 @@ run, and the logs (two alternating copies, so that one is whole if the machine g
 the end the latest checkpoint of each unfinished unit in chunks of at most 15 MiB, at most four.
 `--tests`: the library's unit tests run beside the parts (`pytest -v`, so that the log names every
 test as it finishes). The logs go to results/.queue/. `--list` prints the parts still to run.
+`--legacy` takes instead the parts whose results file is legacy ("git_diff_note": recorded at a
+commit with uncommitted changes that were not kept) and runs each again with its own command.
 On a lent accelerator machine, start it through tools/device_run.sh, which gives the copied tree
 the git checkout it lacks (so that the records name their commit) and packs into $OUT.
 """
@@ -81,9 +83,9 @@ def load_queue(path: Path = QUEUE) -> list[dict]:
     return entries
 
 
-def results_file(entry: dict) -> Path:
+def results_file(entry: dict, root: Path = ROOT) -> Path:
     """Where `python -m lib` writes the entry's results (see lib.toolkit.run_experiment)."""
-    return ROOT / "results" / entry["chapter"] / f"{entry['experiment']}.{entry['part']}.json"
+    return root / "results" / entry["chapter"] / f"{entry['experiment']}.{entry['part']}.json"
 
 
 def command(entry: dict) -> list[str]:
@@ -91,6 +93,40 @@ def command(entry: dict) -> list[str]:
     for key, value in entry["set"].items():
         cmd += ["--set", f"{key}={json.dumps(value)}"]
     return cmd + ["--part", entry["part"]]
+
+
+def split_command(text: str) -> dict:
+    """The queue entry of a recorded `python -m lib EXPERIMENT --preset P [--set K=V]... [--part X]`
+    command (its options joined by spaces, as lib.toolkit records them; a value holds no " --")."""
+    head, *options = text.split(" --")
+    words = head.split()
+    if words[:3] != ["python", "-m", "lib"] or len(words) != 4:
+        raise ValueError(f"not a `python -m lib EXPERIMENT` command: {text!r}")
+    entry = {"experiment": words[3], "set": {}}
+    for option in options:
+        name, _, value = option.partition(" ")
+        if name == "set":
+            key, _, raw = value.partition("=")
+            entry["set"][key] = json.loads(raw)
+        elif name in ("preset", "part"):
+            entry[name] = value
+        else:
+            raise ValueError(f"option --{name} of {text!r} is not one a queue entry has")
+    return entry
+
+
+def legacy(root: Path = ROOT) -> list[dict]:
+    """Entries that run again the parts whose results file is legacy (see migrate_results.py)."""
+    entries = []
+    for path in sorted((root / "results").glob("*/*.json")):
+        record = json.loads(path.read_text())
+        if isinstance(record, dict) and record.get("git_diff_note"):
+            entry = split_command(record["command"])
+            entry["chapter"] = path.parent.name
+            if results_file(entry, root) != path:
+                raise ValueError(f"{path}: its command writes {results_file(entry, root)}")
+            entries.append(entry)
+    return entries
 
 
 def pending(entries: list[dict]) -> list[dict]:
@@ -148,10 +184,13 @@ def main(argv=None) -> int:
     parser.add_argument("--tests", action="store_true", help="run the unit tests beside the parts")
     parser.add_argument("--only", nargs="+", help="these parts only (in the queue's order)")
     parser.add_argument("--list", action="store_true", help="print the parts still to run")
+    parser.add_argument(
+        "--legacy", action="store_true", help="run again the parts whose results file is legacy"
+    )
     args = parser.parse_args(argv)
     if args.pool < 1:
         parser.error(f"--pool must be at least 1, got {args.pool}")
-    todo = pending(load_queue())
+    todo = legacy() if args.legacy else pending(load_queue())
     if args.only:
         unknown = set(args.only) - {e["part"] for e in todo}
         if unknown:
