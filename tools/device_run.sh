@@ -5,12 +5,12 @@
 #   there:  bash tools/device_run.sh DEADLINE POOL [--legacy] PART...   (carry .dev and any
 #           results/.checkpoints/<chapter>/<experiment>.<part> folders to resume)
 #
-# The machine receives the working tree without .git, so the results' provenance would read
-# "unknown": --prepare makes a shallow bare clone of HEAD (.dev/git) that the run uses instead, and
-# downloads the pure-Python wheels the machine's image lacks (.dev/whl). The run then calls
-# tools/run_queue.py with --pool, --deadline and --pack "$OUT" (--legacy: the parts whose results
-# file is legacy, run again): at the deadline the parts still running stop at their last
-# checkpoint, and the packed checkpoints (ckpt.tgz.*) resume them there or here with the same
+# The machine may receive the working tree without .git (the results' provenance would read
+# "unknown") or with a stale one: --prepare makes a shallow bare clone of HEAD (.dev/git) that the
+# run uses instead, and downloads the pure-Python wheels the machine's image lacks (.dev/whl). The
+# run then calls tools/run_queue.py with --pool, --deadline and --pack "$OUT" (--legacy: the parts
+# whose results file is legacy, run again): at the deadline the parts still running stop at their
+# last checkpoint, and the packed checkpoints (ckpt.tgz.*) resume them there or here with the same
 # command. Commit before --prepare: the clone is of HEAD, and a tracked file that differs from it
 # marks every result "-dirty". The machine reaches no network and ../shared does not travel: DATA
 # names folders of ../shared/data that --prepare copies into .dev/data, which the run reads as
@@ -37,13 +37,12 @@ if [ -d .dev/data ]; then export LIB_DATA_DIR=$PWD/.dev/data; fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
   .dev/whl/*.whl && export PYTHONPATH=/tmp/site
 git config --global --add safe.directory '*'
-if ! git rev-parse HEAD >/dev/null 2>&1; then
-  echo "no .git here: using the carried shallow clone"
-  export GIT_DIR=$PWD/.dev/git GIT_WORK_TREE=$PWD
-  git config core.bare false
-  git config core.fileMode false
-  git reset -q
-fi
+# The carried clone, even where the copy has a .git: one found there named an older commit than
+# the tree (its diff then made every record "-dirty").
+export GIT_DIR=$PWD/.dev/git GIT_WORK_TREE=$PWD
+git config core.bare false
+git config core.fileMode false
+git reset -q
 echo "HEAD $(git rev-parse HEAD)"
 git diff HEAD --stat -- . ':(exclude)results' | tail -3
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader

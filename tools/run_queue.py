@@ -148,6 +148,11 @@ class Packer:
         with tarfile.open(tmp, "w:gz") as tar:
             for p in sorted((ROOT / "results").glob("*/*.json")):
                 tar.add(p, arcname=str(p.relative_to(ROOT)))
+                if p.with_suffix(".diff").exists():  # the uncommitted code a record names
+                    tar.add(
+                        p.with_suffix(".diff"),
+                        arcname=str(p.with_suffix(".diff").relative_to(ROOT)),
+                    )
             for p in sorted(ck.rglob("*.json")) if ck.exists() else ():
                 if "checkpoints" not in p.relative_to(ck).parts[2:-1]:
                     tar.add(p, arcname=str(p.relative_to(ROOT)))
