@@ -357,6 +357,41 @@ def test_git_state_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
     assert state["git_diff_sha256"] == hashlib.sha256(state["git_diff"].encode()).hexdigest()
 
 
+def test_a_dirty_record_is_resolved_to_the_later_commit_whose_diff_it_hashed(tmp_path):
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("migrate", root / "tools" / "migrate_results.py")
+    migrate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migrate)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+
+    def commit(text):
+        (tmp_path / "code.py").write_text(text)
+        subprocess.run(git + ["add", "."], check=True)
+        subprocess.run(git + ["commit", "-qm", text], check=True)
+        return subprocess.run(
+            git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    subprocess.run(git + ["init", "-q"], check=True)
+    old = commit("x = 1\n")
+    (tmp_path / "code.py").write_text("x = 2\n")
+    state = T._git_state(tmp_path)  # a run at `old` with x = 2 not yet committed
+    record = {"git_commit": state["git_commit"], "git_diff_sha256": state["git_diff_sha256"]}
+    other = commit("x = 3\n")
+    assert migrate.resolve_commit(record, tmp_path) == record  # no commit has that code
+    new = commit("x = 2\n")
+    assert migrate.resolve_commit(record, tmp_path) == {
+        "git_commit": new,
+        "git_diff_sha256": None,
+        "git_commit_resolved": {"from": old + "-dirty", "diff_sha256": record["git_diff_sha256"]},
+    }
+    assert new != other
+    clean = {"git_commit": new, "git_diff_sha256": None}
+    assert migrate.resolve_commit(clean, tmp_path) == clean
+
+
 def test_compare_to_preset_tells_a_part_from_a_reduced_run():
     preset = {
         "datasets": ["a", "b"],

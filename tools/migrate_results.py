@@ -16,13 +16,20 @@ code before the setting existed behaved as a known value of it, that value is fi
 under "migrated"/"filled" (the run did not have the later feature, or ran the behaviour that is now
 the default); where it did not, the absence stays a deviation. A run recorded as "-dirty" before
 diffs were kept gets "git_diff_note": its uncommitted change is not known.
+
+A record made at "X-dirty" whose .diff file did not come back (a lent machine's copy with a stale
+.git, say) is resolved when a later commit C has exactly that diff from X (the SHA-256 of
+`git diff X C`, outside results/, equals the record's): the code that ran was C's, so the record
+names C, and "git_commit_resolved" keeps what it said before.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -50,6 +57,35 @@ DIRTY_NOTE = (
     "recorded before runs kept their diff: the commit had uncommitted changes outside "
     "results/ (code or chapter text) that are not known"
 )
+
+
+def resolve_commit(record: dict, root: Path = ROOT) -> dict:
+    """`record` naming the commit whose tree ran, if it says "X-dirty" with a diff hash that the
+    diff from X to a later commit C of this checkout's history has (see the module's docstring);
+    else `record` unchanged."""
+    sha, digest = str(record.get("git_commit", "")), record.get("git_diff_sha256")
+    if not (sha.endswith("-dirty") and digest):
+        return record
+    base = sha.removesuffix("-dirty")
+    git = ["git", "-C", str(root)]
+    later = subprocess.run(
+        git + ["rev-list", "--ancestry-path", f"{base}..HEAD"], capture_output=True, text=True
+    ).stdout.split()
+    for commit in later:
+        diff = subprocess.run(
+            git + ["diff", base, commit, "--", ".", ":(exclude)results"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        if hashlib.sha256(diff.encode()).hexdigest() == digest:
+            return {
+                **record,
+                "git_commit": commit,
+                "git_diff_sha256": None,
+                "git_commit_resolved": {"from": sha, "diff_sha256": digest},
+            }
+    return record
 
 
 def migrate(record: dict, experiments: dict) -> dict:
@@ -108,6 +144,8 @@ def main() -> int:
     for path in sorted((ROOT / "results").glob("*/*.json")):
         record = json.loads(path.read_text())
         new = migrate(record, EXPERIMENTS)
+        if not path.with_suffix(".diff").exists():
+            new = resolve_commit(new)
         if new != record:
             stale.append(path.relative_to(ROOT))
             if not args.check:
