@@ -1034,6 +1034,14 @@ def test_provenance_names_the_host_cpu_and_its_vector_extensions():
     ]
 
 
+def test_provenance_records_how_float32_products_were_computed():
+    assert T.provenance()["device"]["matmul_precision"] == str(
+        jax.config.jax_default_matmul_precision or "default"
+    )
+    with jax.default_matmul_precision("highest"):
+        assert T.provenance()["device"]["matmul_precision"] == "highest"
+
+
 def test_where_run_names_the_devices_a_resumed_record_ran_on():
     from lib.toolkit import device_name, where_run
 
