@@ -723,22 +723,26 @@ class LSTMController(nnx.Module):
 
 
 # %% book/nram.md
-def finish_probabilities(finish_logits: jax.Array) -> jax.Array:
+def finish_probabilities(finish_logits: jax.Array, horizon: jax.Array | None = None) -> jax.Array:
     """p_t of Sec. 3.3 from the finish logits x_t (T, ...): f_t prod_{s<t}(1 - f_s), and p_T takes
-    the rest."""
+    the rest. horizon (...,) integers in 1..T: each run's own last step (its p_t are those of its
+    first `horizon` logits, and 0 after them); None: T for every run."""
     log_stop, log_go = jax.nn.log_sigmoid(finish_logits), jax.nn.log_sigmoid(-finish_logits)
     before = jnp.cumsum(log_go, 0) - log_go  # sum_{s<t} log(1 - f_s)
-    last = (
-        jnp.arange(finish_logits.shape[0]).reshape(-1, *[1] * (finish_logits.ndim - 1))
-        == finish_logits.shape[0] - 1
-    )
-    return jnp.exp(jnp.where(last, before, log_stop + before))
+    t = jnp.arange(finish_logits.shape[0]).reshape(-1, *[1] * (finish_logits.ndim - 1))
+    if horizon is None:
+        return jnp.exp(jnp.where(t == finish_logits.shape[0] - 1, before, log_stop + before))
+    p = jnp.exp(jnp.where(t == horizon - 1, before, log_stop + before))
+    return jnp.where(t < horizon, p, 0.0)
 
 
-def finish_step(finish_logits: jax.Array) -> jax.Array:
-    """The step at which a machine stops (Sec. 3.3): the first t with f_t > 1/2, else the last. (T,
-    B) -> (B,)."""
-    stop = (finish_logits > 0).at[-1].set(True)
+def finish_step(finish_logits: jax.Array, horizon: jax.Array | None = None) -> jax.Array:
+    """The step at which a machine stops (Sec. 3.3): the first t with f_t > 1/2, else the last (or
+    the run's `horizon` - 1, as in finish_probabilities). (T, B) -> (B,)."""
+    if horizon is None:
+        stop = (finish_logits > 0).at[-1].set(True)
+    else:
+        stop = (finish_logits > 0) | (jnp.arange(finish_logits.shape[0])[:, None] == horizon - 1)
     return jnp.argmax(stop, 0)
 
 
@@ -815,17 +819,17 @@ def run_fuzzy(
     return run
 
 
-def nram_loss(run: Run, mask: jax.Array) -> jax.Array:
+def nram_loss(run: Run, mask: jax.Array, horizon: jax.Array | None = None) -> jax.Array:
     """Eq. nram-loss for each example (B,): the finish-weighted negative log-likelihood of the cells
-    to modify."""
+    to modify (horizon (B,): each example's last step, see finish_probabilities)."""
     nll = -jnp.sum(jnp.where(mask[None], run.log_target, 0.0), -1)
-    return jnp.sum(finish_probabilities(run.finish_logits) * nll, 0)
+    return jnp.sum(finish_probabilities(run.finish_logits, horizon) * nll, 0)
 
 
-def run_output(run: Run) -> jax.Array:
+def run_output(run: Run, horizon: jax.Array | None = None) -> jax.Array:
     """The memory (B, M) the machine outputs: each cell's most likely value at the finishing
     step."""
-    t = finish_step(run.finish_logits)
+    t = finish_step(run.finish_logits, horizon)
     return jnp.take_along_axis(run.argmax, t[None, :, None], 0)[0]
 
 
@@ -885,6 +889,7 @@ class Curriculum:
     init_scale=Float(0, low_open=True),
     memory_size=Int(1),
     timesteps=Int(1),
+    extra_timesteps=Int(0),
     max_difficulty=Int(1),
     batch_size=Int(1),
     steps=Int(1),
@@ -913,6 +918,7 @@ class TrainConfig:
     controller: str = "mlp"  # "mlp" or "lstm"
     hidden: int = 64
     init_scale: float = 1.0  # the read-out layer's initial weights times this (sharper circuits)
+    extra_timesteps: int = 0  # each example's horizon: timesteps + U{0..extra} (see _chunk_fn)
     memory_size: int = 16
     timesteps: int = 12
     max_difficulty: int = 7
@@ -1053,14 +1059,15 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
             controller,
             batch["memory"],
             batch["target"],
-            config.timesteps,
+            config.timesteps + config.extra_timesteps,
             carry=carry,
             clip=config.clip_activation,
             eps=config.eps,
         )
-        loss = jnp.mean(nram_loss(run, batch["mask"]))
-        bonus = jnp.mean(jnp.sum(run.entropy, 0))
-        out = run_output(run)
+        horizon = batch["horizon"] if config.extra_timesteps else None
+        loss = jnp.mean(nram_loss(run, batch["mask"], horizon))
+        bonus = jnp.mean(jnp.sum(run.entropy, 0))  # over all steps run, as without horizons
+        out = run_output(run, horizon)
         wrong = jnp.sum((out != batch["target"]) & batch["mask"], -1)
         return loss - batch["entropy_coef"] * bonus, (loss, wrong, jnp.sum(batch["mask"], -1))
 
@@ -1117,6 +1124,7 @@ class _RunLog:
     def __init__(self, config: TrainConfig, params):
         self.config = config
         self.rng = np.random.default_rng(config.seed)
+        self.horizons = np.random.default_rng([config.seed, 1])  # a stream of its own
         self.curriculum = Curriculum(
             config.max_difficulty, threshold=config.threshold, min_gap=config.min_gap
         )
@@ -1136,6 +1144,10 @@ class _RunLog:
         stacked["entropy_coef"] = (
             config.entropy * config.entropy_decay ** np.arange(first, first + k)
         ).astype(np.float32)
+        if config.extra_timesteps:
+            stacked["horizon"] = config.timesteps + self.horizons.integers(
+                0, config.extra_timesteps + 1, (k, config.batch_size)
+            )
         return difficulty, stacked
 
     def record(self, first: int, difficulty: np.ndarray, outputs, params) -> dict:

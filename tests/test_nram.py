@@ -114,6 +114,40 @@ def test_finish_probabilities_and_loss_against_a_direct_computation():
     )  # the first f_t > 1/2, else the last step
 
 
+def test_a_horizon_truncates_the_finish_probabilities_and_the_stopping_step():
+    """The oracle: each run's p_t and stopping step computed from its first `horizon` logits alone,
+    padded with zeros (p_t) after them."""
+    rng = np.random.default_rng(5)
+    T, B = 7, 6
+    x = jnp.asarray(rng.normal(size=(T, B)))
+    horizon = jnp.asarray([1, 2, 4, 7, 5, 3])
+    p = N.finish_probabilities(x, horizon)
+    stop = N.finish_step(x, horizon)
+    for b in range(B):
+        h = int(horizon[b])
+        np.testing.assert_allclose(p[:h, b], N.finish_probabilities(x[:h, b]), rtol=1e-6)
+        assert np.all(np.asarray(p[h:, b]) == 0) and int(stop[b]) == int(N.finish_step(x[:h, b]))
+    np.testing.assert_allclose(p.sum(0), 1, rtol=1e-6)
+    full = jnp.full((B,), T)  # the full horizon is the rule without one
+    np.testing.assert_allclose(N.finish_probabilities(x, full), N.finish_probabilities(x))
+    np.testing.assert_array_equal(N.finish_step(x, full), N.finish_step(x))
+
+
+def test_extra_timesteps_give_each_training_example_its_own_horizon():
+    config = N.TrainConfig(task="swap", memory_size=12, timesteps=3, max_difficulty=4, hidden=8)
+    log = N._RunLog(dataclasses.replace(config, extra_timesteps=2), None)
+    _, batches = log.batches(0, 40)
+    assert batches["horizon"].shape == (40, config.batch_size)
+    assert set(np.unique(batches["horizon"])) == {3, 4, 5}
+    plain_d, plain = N._RunLog(config, None).batches(0, 40)
+    horizon_d, _ = N._RunLog(dataclasses.replace(config, extra_timesteps=2), None).batches(0, 40)
+    assert "horizon" not in plain and np.array_equal(plain_d, horizon_d)  # same examples
+    with pytest.raises(ValueError, match="extra_timesteps"):
+        N.TrainConfig(extra_timesteps=-1)
+    run = N.train_nram(dataclasses.replace(config, extra_timesteps=2, steps=100, chunk=50))
+    assert len(run.history["loss"]) == 2 and np.all(np.isfinite(run.history["loss"]))
+
+
 SPEC = N.NRAMSpec(registers=4)
 
 
