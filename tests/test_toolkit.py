@@ -519,6 +519,10 @@ def test_legacy_parts_run_again_with_the_command_their_record_states(tmp_path):
     clean = {**legacy, "git_diff_note": None, "command": text.replace("few", "clean")}
     (tmp_path / "results" / "nram" / "nram-search.clean.json").write_text(json.dumps(clean))
     assert queue.legacy(tmp_path) == [{**entry, "chapter": "nram"}]
+    filled = {**legacy, "migrated": {"by": "tools/migrate_results.py", "filled": {"seeds": [0]}}}
+    (tmp_path / "results" / "nram" / "nram-search.few.json").write_text(json.dumps(filled))
+    again = {**entry, "set": {**entry["set"], "seeds": [0]}, "chapter": "nram"}
+    assert queue.legacy(tmp_path) == [again]  # the settings added since, at the record's values
     (tmp_path / "results" / "nram" / "nram-search.elsewhere.json").write_text(json.dumps(legacy))
     with pytest.raises(ValueError, match="writes"):
         queue.legacy(tmp_path)

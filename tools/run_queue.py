@@ -116,12 +116,16 @@ def split_command(text: str) -> dict:
 
 
 def legacy(root: Path = ROOT) -> list[dict]:
-    """Entries that run again the parts whose results file is legacy (see migrate_results.py)."""
+    """Entries that run again the parts whose results file is legacy (see migrate_results.py): the
+    recorded command, and the settings added to the experiment since, at the values the record was
+    given for them ("migrated"/"filled"; without them today's preset would run more, e.g. the
+    mixtures that darn-mnist gained after a part with none)."""
     entries = []
     for path in sorted((root / "results").glob("*/*.json")):
         record = json.loads(path.read_text())
         if isinstance(record, dict) and record.get("git_diff_note"):
             entry = split_command(record["command"])
+            entry["set"].update((record.get("migrated") or {}).get("filled", {}))
             entry["chapter"] = path.parent.name
             if results_file(entry, root) != path:
                 raise ValueError(f"{path}: its command writes {results_file(entry, root)}")
