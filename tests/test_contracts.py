@@ -222,3 +222,26 @@ def test_python_m_lib_writes_where_the_chapters_read(monkeypatch, tmp_path):
     assert T.default_results_dir() == root / "results"
     monkeypatch.chdir(tmp_path)  # from another folder, still the checkout's results/
     assert T.default_results_dir() == root / "results"
+
+
+def test_the_toolkit_chapters_stored_table_of_contracts_is_current():
+    """book/toolkit.ipynb stores a table of these contracts that nbval compares with a fresh run:
+    recomputed here from that cell's own code, so that a change to a contract fails the unit tests
+    with the fix to make (re-execute the chapter) instead of failing nbval later."""
+    import json
+    from pathlib import Path
+
+    def text(lines):  # a notebook stores text as one string or as a list of lines
+        return "".join(lines) if isinstance(lines, list) else lines
+
+    root = Path(__file__).resolve().parent.parent
+    cells = json.loads((root / "book" / "toolkit.ipynb").read_text())["cells"]
+    (cell,) = [c for c in cells if "def contract_counts" in text(c.get("source", ""))]
+    shown = {}
+    scope = {"inspect": inspect, "Table": lambda rows, caption: shown.update(rows=rows)}
+    exec(compile(text(cell["source"]), "toolkit.ipynb: contract_counts", "exec"), scope)
+    stored = next(o for o in cell["outputs"] if o["output_type"] == "execute_result")
+    lines = text(stored["data"]["text/plain"]).splitlines()[2:]  # caption, header, then rows
+    table = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in lines}
+    fresh = {r["module"]: [v for k, v in r.items() if k != "module"] for r in shown["rows"]}
+    assert table == fresh, "re-execute the toolkit chapter: make execute CHAPTER=toolkit"
