@@ -730,10 +730,9 @@ def finish_probabilities(finish_logits: jax.Array, horizon: jax.Array | None = N
     log_stop, log_go = jax.nn.log_sigmoid(finish_logits), jax.nn.log_sigmoid(-finish_logits)
     before = jnp.cumsum(log_go, 0) - log_go  # sum_{s<t} log(1 - f_s)
     t = jnp.arange(finish_logits.shape[0]).reshape(-1, *[1] * (finish_logits.ndim - 1))
-    if horizon is None:
-        return jnp.exp(jnp.where(t == finish_logits.shape[0] - 1, before, log_stop + before))
-    p = jnp.exp(jnp.where(t == horizon - 1, before, log_stop + before))
-    return jnp.where(t < horizon, p, 0.0)
+    last = finish_logits.shape[0] if horizon is None else horizon
+    p = jnp.exp(jnp.where(t == last - 1, before, log_stop + before))
+    return p if horizon is None else jnp.where(t < horizon, p, 0.0)
 
 
 def finish_step(finish_logits: jax.Array, horizon: jax.Array | None = None) -> jax.Array:

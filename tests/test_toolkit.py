@@ -510,6 +510,7 @@ def test_legacy_parts_run_again_with_the_command_their_record_states(tmp_path):
     }
     assert queue.split_command(text) == entry
     assert "python " + " ".join(queue.command(entry)[1:]) == text  # the same command again
+    assert queue.split_command("python -m lib nram --set task=swap")["set"] == {"task": "swap"}
     for bad in ("python -m lib", "python -m lib a b", "python -m lib a --fresh"):
         with pytest.raises(ValueError):
             queue.split_command(bad)

@@ -97,7 +97,11 @@ def command(entry: dict) -> list[str]:
 
 def split_command(text: str) -> dict:
     """The queue entry of a recorded `python -m lib EXPERIMENT --preset P [--set K=V]... [--part X]`
-    command (its options joined by spaces, as lib.toolkit records them; a value holds no " --")."""
+    command (its options joined by spaces, as lib.toolkit records them; a value holds no " --"),
+    each value read as `python -m lib` reads it."""
+    sys.path.insert(0, str(ROOT))
+    from lib.toolkit import _parse_value
+
     head, *options = text.split(" --")
     words = head.split()
     if words[:3] != ["python", "-m", "lib"] or len(words) != 4:
@@ -107,7 +111,7 @@ def split_command(text: str) -> dict:
         name, _, value = option.partition(" ")
         if name == "set":
             key, _, raw = value.partition("=")
-            entry["set"][key] = json.loads(raw)
+            entry["set"][key] = _parse_value(raw)
         elif name in ("preset", "part"):
             entry[name] = value
         else:
