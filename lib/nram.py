@@ -31,6 +31,7 @@ from lib.toolkit import (
     check_array,
     check_finite,
     note_restored,
+    require_results,
     restore_checkpoint,
     run_unit,
 )
@@ -1189,6 +1190,7 @@ class _RunLog:
             "best_step": self.best_step,
             "best_key": self.best_key,
             "rng": self.rng.bit_generator.state,
+            "horizons": self.horizons.bit_generator.state,
             "level": self.curriculum.level,
             "raised_at": self.curriculum.raised_at,
             "history": self.history,
@@ -1198,6 +1200,8 @@ class _RunLog:
         self.best, self.best_step = best, extra["best_step"]
         self.best_key = None if extra["best_key"] is None else tuple(extra["best_key"])
         self.rng.bit_generator.state = extra["rng"]
+        if "horizons" in extra:  # checkpoints written before the horizons' stream was kept
+            self.horizons.bit_generator.state = extra["horizons"]
         self.curriculum.level, self.curriculum.raised_at = extra["level"], extra["raised_at"]
         self.history = extra["history"]
 
@@ -1214,12 +1218,40 @@ class _RunLog:
         )
 
 
+def _start_from(config: TrainConfig, init: nnx.Module | None, seed: int) -> nnx.Module:
+    """The controller a run starts from: a fresh one of `config` (make_controller, seeded by
+    `seed`), or one with the parameters of `init`, which must be a controller of the same kind and
+    shapes (its parameters are copied; `init` itself is left as it is)."""
+    fresh = make_controller(config, nnx.Rngs(seed))
+    if init is None:
+        return fresh
+    graphdef, params, rest = nnx.split(fresh, nnx.Param, ...)
+    given = nnx.state(init, nnx.Param)
+    shapes = [np.shape(x) for x in jax.tree.leaves(params)]
+    if jax.tree.structure(given) != jax.tree.structure(params) or shapes != [
+        np.shape(x) for x in jax.tree.leaves(given)
+    ]:
+        raise ValueError(
+            f"init must be a controller of this config ({config.controller}, hidden "
+            f"{config.hidden}, {config.registers} registers, repeats {config.repeats}): its "
+            f"parameters have shapes {[np.shape(x) for x in jax.tree.leaves(given)]}, this "
+            f"config's {shapes}"
+        )
+    copied = jax.tree.map(lambda a, b: jnp.array(a, dtype=b.dtype), given, params)
+    return nnx.merge(graphdef, copied, rest)
+
+
 @checks(
-    config=Instance(TrainConfig), progress=Bool(), log=Maybe(Function()), checkpoint_every=Int(1)
+    config=Instance(TrainConfig),
+    progress=Bool(),
+    log=Maybe(Function()),
+    checkpoint_every=Int(1),
+    init=Maybe(Instance(nnx.Module, what="a controller")),
 )
 def train_nram(
     config: TrainConfig,
     *,
+    init: nnx.Module | None = None,
     progress: bool = True,
     log: Callable | None = None,
     checkpoint_dir=None,
@@ -1236,9 +1268,12 @@ def train_nram(
     curriculum, data generator, history) there every `checkpoint_every` steps, and resume from the
     latest checkpoint found
     there: the result is that of an uninterrupted run.
+    init: start from this controller's parameters (e.g. `load_controller` of a stored row, to go on
+    training it under other settings) instead of a fresh initialisation; the optimizer, the data,
+    the curriculum (from level 1) and the best controller start afresh.
     """
     _check_config(config)
-    controller = make_controller(config, nnx.Rngs(config.seed))
+    controller = _start_from(config, init, config.seed)
     graphdef, params, rest = nnx.split(controller, nnx.Param, ...)
     tx = make_optimizer(config)
     state = (params, rest, tx.init(params))
@@ -1290,11 +1325,17 @@ def _unstack(tree, i: int):
     return jax.tree.map(lambda x: x[i], tree)
 
 
-@checks(config=Instance(TrainConfig), progress=Bool(), checkpoint_every=Int(1))
+@checks(
+    config=Instance(TrainConfig),
+    progress=Bool(),
+    checkpoint_every=Int(1),
+    init=Maybe(Instance(nnx.Module, what="a controller")),
+)
 def train_nram_seeds(
     config: TrainConfig,
     seeds: Sequence[int],
     *,
+    init: nnx.Module | None = None,
     progress: bool = True,
     checkpoint_dir=None,
     checkpoint_every: int = 1000,
@@ -1305,6 +1346,7 @@ def train_nram_seeds(
     own data, curriculum and best controller. The results' wall_seconds is the time of all the
     runs together; a non-finite step in any run stops them all (NonFiniteError, as train_nram).
     checkpoint_dir, checkpoint_every: as for train_nram, for all the runs at once.
+    init: as for train_nram, every run starting from its parameters.
     """
     seeds = list(seeds) if isinstance(seeds, (list, tuple, range, np.ndarray)) else seeds
     if not isinstance(seeds, list) or not seeds:
@@ -1318,7 +1360,7 @@ def train_nram_seeds(
     configs = [dataclasses.replace(config, seed=int(s)) for s in seeds]
     states, runs = [], []
     for c in configs:
-        graphdef, params, rest = nnx.split(make_controller(c, nnx.Rngs(c.seed)), nnx.Param, ...)
+        graphdef, params, rest = nnx.split(_start_from(c, init, c.seed), nnx.Param, ...)
         states.append((params, rest, make_optimizer(c).init(params)))
         runs.append(_RunLog(c, params))
     state = _stack(states)
@@ -1818,6 +1860,21 @@ def time_machines(
 
 
 # %% book/nram.md
+@checks(task=OneOf(*TASKS), part=Instance(str), seed=Int(0))
+def stored_controller(task: str, part: str, seed: int, results_dir=None) -> nnx.Module:
+    """The controller that results/nram/nram.<part>.json keeps for `task` and `seed` (the one
+    row of that task and seed; results_dir as for require_results)."""
+    record = require_results("nram", "nram", part=part, results_dir=results_dir)
+    rows = [r for r in record["rows"] if (r["task"], r["seed"]) == (task, seed)]
+    if len(rows) != 1:
+        have = sorted({(r["task"], r["seed"]) for r in record["rows"]})
+        raise ValueError(
+            f"nram.{part}.json has {len(rows)} rows of task {task!r} and seed {seed} (need one); "
+            f"its rows: {have}"
+        )
+    return load_controller(TrainConfig(**rows[0]["train_config"]), rows[0]["controller"])
+
+
 def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
     """What a results row keeps of one training run: its configuration, curriculum, history and the
     selected controller."""
@@ -1858,21 +1915,28 @@ def run_nram(config: dict) -> list:
     with the TrainConfig fields of `setting` changed), then the error at the top training length,
     the generalisation error up to length 50 and the discretised agreement; each row keeps the
     selected controller (`load_controller(TrainConfig(**row["train_config"]),
-    row["controller"])`)."""
+    row["controller"])`).
+    `setting` may also hold "init_from": {"part": P, "seed": S}: every run then starts from the
+    controller that results/nram/nram.P.json keeps for its task and seed S (train_nram's `init`),
+    to train it further under the rest of the setting."""
     configs = {"book": BOOK_CONFIGS, "paper": NRAM_CONFIGS}[config["scale"]]
     setting = config.get("setting") or {}
+    fields = {k: v for k, v in setting.items() if k != "init_from"}
     rows = []
     for task in config["tasks"]:
         for seed in config["seeds"] or [configs[task].seed]:  # None: the seed of the task's config
             train = dataclasses.replace(
-                configs[task], seed=seed, steps=config["steps"] or configs[task].steps, **setting
+                configs[task], seed=seed, steps=config["steps"] or configs[task].steps, **fields
             )
             name = f"{task} seed {seed}" + (
                 f" {json.dumps(setting, sort_keys=True)}" if setting else ""
             )
 
             def unit(checkpoint_dir, task=task, seed=seed, train=train):
-                result = train_nram(train, checkpoint_dir=checkpoint_dir)
+                init = None
+                if "init_from" in setting:
+                    init = stored_controller(task, **setting["init_from"])
+                result = train_nram(train, init=init, checkpoint_dir=checkpoint_dir)
                 top = evaluate(
                     result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1
                 )

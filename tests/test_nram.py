@@ -4,6 +4,7 @@ and each task generator against a plain-Python solver of the task as Appendix A 
 
 import dataclasses
 import itertools
+import json
 
 import jax
 import jax.numpy as jnp
@@ -612,10 +613,12 @@ def test_nram_hard_experiment_end_to_end():
 
 
 @pytest.mark.slow
-def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
+@pytest.mark.parametrize("extra", [0, 2])
+def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path, extra):
     """Checkpoints every 60 steps, interrupted at step 150: resumed from step 120, the same
-    controllers, curriculum and history as a run that was never interrupted."""
-    config = SHORT_ACCESS
+    controllers, curriculum and history as a run that was never interrupted; with horizons too
+    (extra_timesteps, whose random stream the checkpoint keeps)."""
+    config = dataclasses.replace(SHORT_ACCESS, extra_timesteps=extra)
     straight = N.train_nram(config, progress=False)
 
     def interrupt(row):
@@ -636,6 +639,65 @@ def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
         (resumed.final_controller, straight.final_controller),
     ):
         assert N.controller_text(a) == N.controller_text(b)
+
+
+def _params(controller):
+    return [np.asarray(x) for x in jax.tree.leaves(nnx.state(controller, nnx.Param))]
+
+
+@pytest.mark.slow
+def test_training_from_a_given_controller_starts_from_its_parameters(tmp_path, monkeypatch):
+    """init: runs whose steps hardly move the parameters (learning rate 1e-9, no gradient noise)
+    end at init's parameters, not at a fresh controller's, alone or side by side, and leave init
+    as it was; a controller of another kind is refused. stored_controller reads the controller a
+    results file keeps for a task and seed, and run_nram's setting "init_from" starts from it."""
+    config = dataclasses.replace(SHORT_ACCESS, steps=20, learning_rate=1e-9, noise_eta=0.0)
+    donor = N.make_controller(dataclasses.replace(config, init_scale=4.0), nnx.Rngs(7))
+    text = N.controller_text(donor)
+    runs = [
+        N.train_nram(config, init=donor, progress=False),
+        *N.train_nram_seeds(config, [0, 1], init=donor, progress=False),
+    ]
+    for run in runs:
+        for x, y in zip(_params(run.final_controller), _params(donor)):
+            np.testing.assert_allclose(x, y, atol=1e-6)
+    fresh = N.train_nram(config, progress=False).final_controller
+    assert max(np.abs(x - y).max() for x, y in zip(_params(fresh), _params(donor))) > 0.1
+    assert N.controller_text(donor) == text
+    with pytest.raises(ValueError, match="init must be a controller of this config"):
+        N.train_nram(dataclasses.replace(config, controller="lstm"), init=donor, progress=False)
+    with pytest.raises(TypeError, match="init"):
+        N.train_nram(config, init="controller", progress=False)
+
+    book = N.BOOK_CONFIGS["access"]
+    stored = N.make_controller(book, nnx.Rngs(7))
+    folder = tmp_path / "nram"
+    folder.mkdir()
+    row = {"train_config": dataclasses.asdict(book), "controller": N.controller_text(stored)}
+    record = {"rows": [{"task": "access", "seed": 3, **row}, {"task": "copy", "seed": 3, **row}]}
+    (folder / "nram.donor.json").write_text(json.dumps(record))
+    monkeypatch.setenv("LIB_RESULTS_DIR", str(tmp_path))
+    assert N.controller_text(N.stored_controller("access", "donor", 3)) == N.controller_text(stored)
+    with pytest.raises(ValueError, match=r"0 rows of task 'access' and seed 4"):
+        N.stored_controller("access", "donor", 4)
+    with pytest.raises(FileNotFoundError, match="nram.elsewhere.json is missing"):
+        N.stored_controller("access", "elsewhere", 3)
+    setting = {"learning_rate": 1e-9, "noise_eta": 0.0, "init_from": {"part": "donor", "seed": 3}}
+    (row,) = N.run_nram(
+        {
+            "scale": "book",
+            "tasks": ["access"],
+            "seeds": [0],
+            "steps": 20,
+            "setting": setting,
+            "test_lengths": [5],
+            "test_examples": 10,
+        }
+    )
+    assert row["setting"] == setting and row["train_config"]["learning_rate"] == 1e-9
+    kept = N.load_controller(N.TrainConfig(**row["train_config"]), row["controller"])
+    for x, y in zip(_params(kept), _params(stored)):
+        np.testing.assert_allclose(x, y, atol=1e-6)
 
 
 def test_draw_settings_is_reproducible_and_rejects_bad_spaces():
