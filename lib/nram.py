@@ -2373,4 +2373,5 @@ __all__ = [
     "CircuitLayout",
     "controller_text",
     "load_controller",
+    "stored_controller",
 ]
