@@ -1838,6 +1838,7 @@ class _Run:
             "checkpoints_restored": self.restored,
             "first_started": (self.previous or {}).get("started"),
             "first_commit": (self.previous or {}).get("git_commit"),
+            "first_diff_sha256": (self.previous or {}).get("git_diff_sha256"),
             "first_device": (self.previous or {}).get("device"),
         }
 
@@ -1865,6 +1866,7 @@ def _open_run(directory: Path, preset: str, config: dict, origin: dict, fresh: b
                     **mine,
                     "started": now,
                     "git_commit": origin["git_commit"],
+                    "git_diff_sha256": origin.get("git_diff_sha256"),
                     "device": origin.get("device"),
                 },
                 indent=1,

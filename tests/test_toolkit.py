@@ -390,6 +390,23 @@ def test_a_dirty_record_is_resolved_to_the_later_commit_whose_diff_it_hashed(tmp
     assert new != other
     clean = {"git_commit": new, "git_diff_sha256": None}
     assert migrate.resolve_commit(clean, tmp_path) == clean
+    # a clean run that resumed one begun at the dirty tree: the first commit is resolved too
+    first = {"first_commit": old + "-dirty", "first_diff_sha256": record["git_diff_sha256"]}
+    resumed = {**clean, "resumed": {**first, "units_reused": ["a"]}}
+    assert migrate.resolve_commit(resumed, tmp_path) == {
+        **clean,
+        "resumed": {
+            "first_commit": new,
+            "first_diff_sha256": None,
+            "units_reused": ["a"],
+            "first_commit_resolved": {
+                "from": old + "-dirty",
+                "diff_sha256": first["first_diff_sha256"],
+            },
+        },
+    }
+    unknown = {**clean, "resumed": {"first_commit": old + "-dirty", "first_diff_sha256": None}}
+    assert migrate.resolve_commit(unknown, tmp_path) == unknown  # no hash: nothing to resolve
 
 
 def test_compare_to_preset_tells_a_part_from_a_reduced_run():

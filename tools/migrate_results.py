@@ -20,7 +20,9 @@ diffs were kept gets "git_diff_note": its uncommitted change is not known.
 A record made at "X-dirty" whose .diff file did not come back (a lent machine's copy with a stale
 .git, say) is resolved when a later commit C has exactly that diff from X (the SHA-256 of
 `git diff X C`, outside results/, equals the record's): the code that ran was C's, so the record
-names C, and "git_commit_resolved" keeps what it said before.
+names C, and "git_commit_resolved" keeps what it said before. The same for the commit of the run
+that a resumed record began with ("resumed"/"first_commit", its hash "first_diff_sha256"; runs
+resumed before that hash was kept take it from SAME_COPY).
 """
 
 from __future__ import annotations
@@ -59,13 +61,21 @@ DIRTY_NOTE = (
 )
 
 
-def resolve_commit(record: dict, root: Path = ROOT) -> dict:
-    """`record` naming the commit whose tree ran, if it says "X-dirty" with a diff hash that the
-    diff from X to a later commit C of this checkout's history has (see the module's docstring);
-    else `record` unchanged."""
-    sha, digest = str(record.get("git_commit", "")), record.get("git_diff_sha256")
+# "X-dirty" -> the diff hash of the one copy that ran at it, for the runs that began there and were
+# resumed elsewhere before run.json kept the hash: the copy a lent machine ran on 2026-11-27 (one
+# tools/device_run.sh call, whose clone had a stale .git at 31ff127); dgp-kin8nm.sgp500.json ran
+# in that copy from start to end and records this hash.
+SAME_COPY = {
+    "31ff1273e4f80c5197e91efa4c6d49e03020785a-dirty": (
+        "e85c4548e1aff574603bab67052c742f997dd7b3fa7ddcc3486ccd4a5822286a"
+    ),
+}
+
+
+def _commit_with_diff(sha: str, digest: str | None, root: Path) -> str | None:
+    """The later commit C whose diff from X (sha = "X-dirty") has the SHA-256 `digest`, or None."""
     if not (sha.endswith("-dirty") and digest):
-        return record
+        return None
     base = sha.removesuffix("-dirty")
     git = ["git", "-C", str(root)]
     later = subprocess.run(
@@ -79,12 +89,32 @@ def resolve_commit(record: dict, root: Path = ROOT) -> dict:
             check=True,
         ).stdout
         if hashlib.sha256(diff.encode()).hexdigest() == digest:
-            return {
-                **record,
-                "git_commit": commit,
-                "git_diff_sha256": None,
-                "git_commit_resolved": {"from": sha, "diff_sha256": digest},
-            }
+            return commit
+    return None
+
+
+def resolve_commit(record: dict, root: Path = ROOT) -> dict:
+    """`record` naming the commit whose tree ran, if it says "X-dirty" with a diff hash that the
+    diff from X to a later commit C of this checkout's history has (see the module's docstring);
+    the same for the commit a resumed record began with; else `record` unchanged."""
+    sha, digest = str(record.get("git_commit", "")), record.get("git_diff_sha256")
+    commit = _commit_with_diff(sha, digest, root)
+    if commit is not None:
+        record = {
+            **record,
+            "git_commit": commit,
+            "git_diff_sha256": None,
+            "git_commit_resolved": {"from": sha, "diff_sha256": digest},
+        }
+    resumed = record.get("resumed")
+    if isinstance(resumed, dict):
+        first = str(resumed.get("first_commit") or "")
+        digest = resumed.get("first_diff_sha256") or SAME_COPY.get(first)
+        commit = _commit_with_diff(first, digest, root)
+        if commit is not None:
+            resumed = {**resumed, "first_commit": commit, "first_diff_sha256": None}
+            resumed["first_commit_resolved"] = {"from": first, "diff_sha256": digest}
+            record = {**record, "resumed": resumed}
     return record
 
 
