@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # lib, from this checkout
 QUEUE = ROOT / "tools" / "queue.json"
 TEST_FILES = (
     *("toolkit", "dgp", "darn", "partition", "ebp", "nram"),
@@ -46,7 +47,6 @@ def experiments() -> dict:
     """The experiments the chapters register (lib.toolkit.EXPERIMENTS), by name."""
     import importlib
 
-    sys.path.insert(0, str(ROOT))
     import lib
 
     for module in lib.MODULES:
@@ -99,7 +99,6 @@ def split_command(text: str) -> dict:
     """The queue entry of a recorded `python -m lib EXPERIMENT --preset P [--set K=V]... [--part X]`
     command (its options joined by spaces, as lib.toolkit records them; a value holds no " --"),
     each value read as `python -m lib` reads it."""
-    sys.path.insert(0, str(ROOT))
     from lib.toolkit import _parse_value
 
     head, *options = text.split(" --")
