@@ -1977,12 +1977,24 @@ SEARCH_SPACE = {
     "entropy_decay": [0.999, 0.9997, 1.0],
     "batch_size": [16, 32, 64],
     "threshold": [0.05, 0.1, 0.2],
+    "init_scale": [1.0, 4.0],
 }
 """The hyper-parameters `nram-search` draws from, each uniformly from its list (the paper
 gives none): those of Sec. 4.1 (learning rate, the gradient noise's scale and schedule, the
 entropy bonus and its decay), the machine's (registers, modules once or twice), the
-controller's (kind, width), the batch size and the curriculum's threshold; a task's search
-adds its timesteps."""
+controller's (kind, width, the scale of its first circuits), the batch size and the curriculum's
+threshold; `search_space` adds a task's own."""
+
+TASK_SEARCH_SPACE = {"swap": {"timesteps": [6, 8, 10], "extra_timesteps": [0, 4]}}
+"""What a task's search adds to SEARCH_SPACE: for Swap, whose learned programs did not stop
+(Section 8), the timesteps and the horizons beyond them (`extra_timesteps`)."""
+
+
+@checks(task=OneOf(*TASKS))
+def search_space(task: str) -> dict:
+    """The space `nram-search` draws from for `task` when its config gives none: SEARCH_SPACE and
+    the task's TASK_SEARCH_SPACE."""
+    return {**SEARCH_SPACE, **TASK_SEARCH_SPACE.get(task, {})}
 
 
 @checks(space=Instance(dict), count=Int(1), seed=Int(0))
@@ -2037,19 +2049,26 @@ def _side_by_side(train: TrainConfig, seeds: list, checkpoint_dir) -> list:
         "seeds": list(range(8)),
         "search_seed": 0,
         "steps": 5000,
-        "space": {**SEARCH_SPACE, "timesteps": [6, 8, 10]},
+        "space": None,
         "examples": 500,
     },
 )
 def run_nram_search(config: dict) -> list:
-    """A random search for one task at its paper length (NRAM_CONFIGS): `count` settings drawn from
-    `space` (draw_settings), of which those in `settings` (indices) are trained for `steps` steps,
-    each with every seed offset s of `seeds` (the run's seed: index + 1000 s), the seeds of a
-    setting side by side (train_nram_seeds); per run the curriculum level reached and the error of
-    the selected controller at the top training length (fuzzy and discretised), and the controller
-    itself (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
-    base = NRAM_CONFIGS[config["task"]]
-    drawn = draw_settings(config["space"], config["count"], config["search_seed"])
+    """A random search for one task at its paper length (NRAM_CONFIGS, or HARD_CONFIGS for a hard
+    task): `count` settings drawn from `space` (draw_settings; None: `search_space(task)`), of
+    which those in `settings` (indices) are trained for `steps` steps, each with every seed offset
+    s of `seeds` (the run's seed: index + 1000 s), the seeds of a setting side by side
+    (train_nram_seeds); per run the curriculum level reached and the error of the selected
+    controller at the top training length (fuzzy and discretised; for a hard task on lengths drawn
+    uniformly up to it, "mixed", as Table 1 and Figure 3), and the controller itself
+    (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
+    task = config["task"]
+    paper = {**NRAM_CONFIGS, **HARD_CONFIGS}
+    if task not in paper:
+        raise ValueError(f"task must be one of {sorted(paper)}, got {task!r}")
+    base, mixed = paper[task], task in HARD_TASKS
+    space = search_space(task) if config["space"] is None else config["space"]
+    drawn = draw_settings(space, config["count"], config["search_seed"])
     bad = [i for i in config["settings"] if not 0 <= i < len(drawn)]
     if bad:
         raise ValueError(f"settings must be indices below count={config['count']}, got {bad}")
@@ -2068,6 +2087,7 @@ def run_nram_search(config: dict) -> list:
                     run.max_difficulty,
                     examples=config["examples"],
                     seed=run.seed + 1,
+                    mixed=mixed,
                 )
                 h = result.history
                 runs.append(
@@ -2083,6 +2103,7 @@ def run_nram_search(config: dict) -> list:
                         "error": top["error"],
                         "discrete_error": top["error_discrete"],
                         "agreement": top["agreement"],
+                        "mixed": mixed,
                         "history": {
                             k: h[k].tolist() for k in ("step", "loss", "error_level", "level")
                         },

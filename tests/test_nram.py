@@ -14,6 +14,7 @@ import pytest
 from flax import nnx
 
 from lib import nram as N
+from lib.toolkit import EXPERIMENTS
 
 GATES = [m for m in N.MODULES if m not in ("READ", "WRITE")]
 
@@ -762,6 +763,48 @@ def test_nram_search_experiment_end_to_end():
                 "examples": 5,
             }
         )
+
+
+def test_search_space_adds_the_tasks_own_fields():
+    assert N.search_space("access") == N.SEARCH_SPACE
+    swap = N.search_space("swap")
+    assert swap == {**N.SEARCH_SPACE, **N.TASK_SEARCH_SPACE["swap"]}
+    assert swap["extra_timesteps"] == [0, 4] and swap["timesteps"] == [6, 8, 10]
+    assert N.search_space("permutation")["init_scale"] == [1.0, 4.0]
+    # every field is one draw_settings accepts
+    for task in N.TASKS:
+        assert len(N.draw_settings(N.search_space(task), 3, 0)) == 3
+    with pytest.raises(ValueError, match="task"):
+        N.search_space("sort")
+    # the paper preset draws from the task's space
+    assert EXPERIMENTS["nram-search"].presets["paper"]["space"] is None
+
+
+@pytest.mark.slow
+def test_nram_search_of_a_hard_task_measures_mixed_lengths():
+    space = {"hidden": [8]}
+    config = {
+        "task": "permutation",
+        "count": 1,
+        "settings": [0],
+        "seeds": [0],
+        "search_seed": 0,
+        "steps": 20,
+        "space": space,
+        "examples": 30,
+    }
+    (row,) = N.run_nram_search(config)
+    run = N.TrainConfig(**row["train_config"])
+    # the hard task's paper configuration (HARD_CONFIGS), with the drawn setting
+    assert run == dataclasses.replace(N.HARD_CONFIGS["permutation"], steps=20, hidden=8, seed=0)
+    assert row["mixed"] and row["max_level"] == N.HARD_CONFIGS["permutation"].max_difficulty
+    # the error is that of lengths drawn uniformly up to the top (Table 1 for the hard tasks)
+    again = N.evaluate(
+        N.load_controller(run, row["controller"]), run, 6, examples=30, seed=1, mixed=True
+    )
+    assert again["error"] == row["error"] and again["mixed"]
+    with pytest.raises(ValueError, match="task"):
+        N.run_nram_search({**config, "task": "sort"})
 
 
 @pytest.mark.slow
