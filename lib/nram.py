@@ -2311,9 +2311,10 @@ _MEASURES = {
 }
 _NOT_LEARNED = {  # (task, column): why the cell is not reproduced
     ("swap", "generalisation"): "the one Swap seed at zero error (init_scale 4) never finishes: "
-    "given the more timesteps of longer inputs it writes over a swapped cell; trained at several "
-    "horizons, none of four seeds reaches zero error, and that seed's controller trained on at "
-    "those horizons does not learn to stop (Section 8)",
+    "given the more timesteps of longer inputs it writes over a swapped cell, and its controller "
+    "sees after the swap the register states it saw before it, so it cannot stop there; trained "
+    "at several horizons, none of four seeds reaches zero error, and that seed's controller "
+    "trained on at those horizons does not learn to stop (Section 8)",
     ("swap", "discretisation"): "the discretised machine of that seed agrees with the fuzzy one, "
     "and fails with it beyond length 20 (Section 8)",
 }
