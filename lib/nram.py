@@ -1543,6 +1543,10 @@ def evaluate(
 
 
 # %% book/nram.md
+# compiled once per machine and tape length, for every call of `trace`
+_discrete_step = jax.jit(discrete_step, static_argnums=0)
+
+
 @checks(spec=Instance(NRAMSpec), policy=Function(), memory=Array(ndim=1), timesteps=Int(1))
 def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) -> list[dict]:
     """Step-by-step record of the discretised machine on one example (Table 2): for each timestep,
@@ -1551,7 +1555,7 @@ def trace(spec: NRAMSpec, policy: Callable, memory, timesteps: int, carry=()) ->
     order, whether it finishes and the controller's finish probability."""
     memory = jnp.asarray(memory)
     registers = jnp.zeros(spec.registers, memory.dtype)
-    step = jax.jit(lambda r, m, logits: discrete_step(spec, r, m, logits))
+    step = partial(_discrete_step, spec)
     rows = []
     for t in range(timesteps):
         logits, carry = policy((registers == 0).astype(jnp.float32), carry)

@@ -402,6 +402,11 @@ def test_trace_of_the_hand_written_program_reads_and_writes_where_it_should():
     np.testing.assert_allclose(
         [r["finish_probability"] for r in rows], [0.0] * (n + 1) + [1.0], atol=1e-9
     )
+    # the step is compiled once per machine and tape length, not once per call
+    before = N._discrete_step._cache_size()
+    again = N.trace(SPEC, N.copy_program(SPEC), ex.memory[0], 10)
+    assert N._discrete_step._cache_size() == before
+    assert [r["writes"] for r in again] == [r["writes"] for r in rows]
 
 
 def test_trace_with_the_modules_twice_records_both_reads_and_writes_and_plots():
