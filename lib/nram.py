@@ -1901,6 +1901,7 @@ def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
         "seeds": None,
         "steps": None,
         "setting": {},
+        "side_by_side": False,
         "test_lengths": [5, 10, 20, 30, 50],
         "test_examples": 200,
     },
@@ -1910,6 +1911,7 @@ def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
         "seeds": [0, 1, 2, 3],
         "steps": 20000,
         "setting": {},
+        "side_by_side": False,
         "test_lengths": [5, 10, 15, 20, 25, 30, 40, 50],
         "test_examples": 200,
     },
@@ -1922,50 +1924,65 @@ def run_nram(config: dict) -> list:
     row["controller"])`).
     `setting` may also hold "init_from": {"part": P, "seed": S}: every run then starts from the
     controller that results/nram/nram.P.json keeps for its task and seed S (train_nram's `init`),
-    to train it further under the rest of the setting."""
+    to train it further under the rest of the setting.
+    `side_by_side`: a task's seeds trained together in one compiled program (train_nram_seeds,
+    several times faster than one after another; a seed's run equals its own up to floating-point
+    rounding; "train_seconds" the time of all over their number), a row per seed as before."""
     configs = {"book": BOOK_CONFIGS, "paper": NRAM_CONFIGS}[config["scale"]]
     setting = config.get("setting") or {}
     fields = {k: v for k, v in setting.items() if k != "init_from"}
+    label = f" {json.dumps(setting, sort_keys=True)}" if setting else ""
+
+    def row(task, train, result):
+        top = evaluate(
+            result.controller, train, train.max_difficulty, examples=1000, seed=train.seed + 1
+        )
+        tests = [
+            evaluate(
+                result.controller,
+                train,
+                n,
+                examples=config["test_examples"],
+                seed=train.seed + 1 + n,
+            )
+            for n in config["test_lengths"]
+        ]
+        return {
+            "task": task,
+            "seed": train.seed,
+            "setting": setting,
+            **_run_record(train, result),
+            "error_at_max_length": top["error"],
+            "discrete_error_at_max_length": top["error_discrete"],
+            "agreement_at_max_length": top["agreement"],
+            "generalisation": tests,
+        }
+
+    def init(task):
+        return stored_controller(task, **setting["init_from"]) if "init_from" in setting else None
+
     rows = []
     for task in config["tasks"]:
-        for seed in config["seeds"] or [configs[task].seed]:  # None: the seed of the task's config
-            train = dataclasses.replace(
-                configs[task], seed=seed, steps=config["steps"] or configs[task].steps, **fields
-            )
-            name = f"{task} seed {seed}" + (
-                f" {json.dumps(setting, sort_keys=True)}" if setting else ""
-            )
+        seeds = config["seeds"] or [configs[task].seed]  # None: the seed of the task's config
+        base = dataclasses.replace(
+            configs[task], steps=config["steps"] or configs[task].steps, **fields
+        )
+        if config.get("side_by_side") and len(seeds) > 1:
 
-            def unit(checkpoint_dir, task=task, seed=seed, train=train):
-                init = None
-                if "init_from" in setting:
-                    init = stored_controller(task, **setting["init_from"])
-                result = train_nram(train, init=init, checkpoint_dir=checkpoint_dir)
-                top = evaluate(
-                    result.controller, train, train.max_difficulty, examples=1000, seed=seed + 1
-                )
-                tests = [
-                    evaluate(
-                        result.controller,
-                        train,
-                        n,
-                        examples=config["test_examples"],
-                        seed=seed + 1 + n,
-                    )
-                    for n in config["test_lengths"]
-                ]
-                return {
-                    "task": task,
-                    "seed": seed,
-                    "setting": setting,
-                    **_run_record(train, result),
-                    "error_at_max_length": top["error"],
-                    "discrete_error_at_max_length": top["error_discrete"],
-                    "agreement_at_max_length": top["agreement"],
-                    "generalisation": tests,
-                }
+            def unit(checkpoint_dir, task=task, seeds=seeds, base=base):
+                runs = _side_by_side(base, seeds, checkpoint_dir, init=init(task))
+                return [row(task, train, result) for train, result in runs]
 
-            rows.append(run_unit(name, unit))
+            rows += run_unit(f"{task} seeds {list(seeds)} side by side{label}", unit)
+            continue
+        for seed in seeds:
+            train = dataclasses.replace(base, seed=seed)
+
+            def unit(checkpoint_dir, task=task, train=train):
+                result = train_nram(train, init=init(task), checkpoint_dir=checkpoint_dir)
+                return row(task, train, result)
+
+            rows.append(run_unit(f"{task} seed {seed}{label}", unit))
     return rows
 
 
@@ -2020,10 +2037,10 @@ def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
     return [{k: v[int(rng.integers(len(v)))] for k, v in space.items()} for _ in range(count)]
 
 
-def _side_by_side(train: TrainConfig, seeds: list, checkpoint_dir) -> list:
-    """train_nram_seeds of `train` for `seeds`: per seed its config and its result, whose
-    wall_seconds is the side-by-side training's over the number of seeds."""
-    results = train_nram_seeds(train, seeds, checkpoint_dir=checkpoint_dir)
+def _side_by_side(train: TrainConfig, seeds: list, checkpoint_dir, init=None) -> list:
+    """train_nram_seeds of `train` for `seeds` (from `init`, as train_nram's): per seed its config
+    and its result, whose wall_seconds is the side-by-side training's over the number of seeds."""
+    results = train_nram_seeds(train, seeds, init=init, checkpoint_dir=checkpoint_dir)
     return [
         (
             dataclasses.replace(train, seed=seed),

@@ -704,6 +704,52 @@ def test_training_from_a_given_controller_starts_from_its_parameters(tmp_path, m
     kept = N.load_controller(N.TrainConfig(**row["train_config"]), row["controller"])
     for x, y in zip(_params(kept), _params(stored)):
         np.testing.assert_allclose(x, y, atol=1e-6)
+    # side by side, every seed starts from it too
+    rows = N.run_nram(
+        {
+            "scale": "book",
+            "tasks": ["access"],
+            "seeds": [0, 1],
+            "steps": 20,
+            "setting": setting,
+            "side_by_side": True,
+            "test_lengths": [5],
+            "test_examples": 10,
+        }
+    )
+    assert [r["seed"] for r in rows] == [0, 1]
+    for row in rows:
+        kept = N.load_controller(N.TrainConfig(**row["train_config"]), row["controller"])
+        for x, y in zip(_params(kept), _params(stored)):
+            np.testing.assert_allclose(x, y, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_run_nram_side_by_side_gives_the_rows_of_seeds_one_by_one():
+    """run_nram's side_by_side: the same rows as the seeds trained one after another (the same
+    seeds, configs, curricula and selected steps; losses and errors up to rounding, as
+    train_nram_seeds against train_nram), and each row's train_seconds the run's share."""
+    config = {
+        "scale": "book",
+        "tasks": ["access"],
+        "seeds": [2, 0],
+        "steps": 100,
+        "setting": {"memory_size": 8, "max_difficulty": 4, "chunk": 20},
+        "test_lengths": [5],
+        "test_examples": 50,
+    }
+    alone = N.run_nram({**config, "side_by_side": False})
+    together = N.run_nram({**config, "side_by_side": True})
+    assert [r["seed"] for r in together] == [r["seed"] for r in alone] == [2, 0]
+    for a, b in zip(together, alone):
+        assert a.keys() == b.keys()
+        for key in ("task", "setting", "train_config", "final_level", "selected_step"):
+            assert a[key] == b[key], key
+        np.testing.assert_array_equal(a["history"]["level"], b["history"]["level"])
+        np.testing.assert_allclose(a["history"]["loss"], b["history"]["loss"], rtol=1e-3)
+        assert abs(a["error_at_max_length"] - b["error_at_max_length"]) <= 0.05
+        assert [g["n"] for g in a["generalisation"]] == [g["n"] for g in b["generalisation"]]
+    assert together[0]["train_seconds"] == together[1]["train_seconds"] > 0
 
 
 def test_draw_settings_is_reproducible_and_rejects_bad_spaces():

@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 BEFORE_THE_SETTING = {
     ("dgp-kin8nm", "ard"): True,  # one lengthscale per input, as before `ard` was added
     ("nram", "setting"): {},  # no setting changed from the TrainConfig defaults
+    ("nram", "side_by_side"): False,  # a task's seeds one after another, as before the setting
     ("partition-uci", "adapt"): False,  # fixed temperatures, as before adaptive tempering
     ("darn-mnist", "deep"): [],  # deep DARNs, fDARN and the mixtures were later parts of the run
     ("darn-mnist", "fdarn_hidden"): [],
