@@ -1790,7 +1790,7 @@ BOOK_CONFIGS = {
         timesteps=12,
         max_difficulty=7,
         entropy=0.01,
-        steps=6000,
+        steps=2000,
         seed=5,
     ),
     "access": TrainConfig(
