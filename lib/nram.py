@@ -1799,7 +1799,7 @@ BOOK_CONFIGS = {
         timesteps=4,
         max_difficulty=10,
         entropy=0.01,
-        steps=4000,
+        steps=2500,
         seed=0,
     ),
 }
