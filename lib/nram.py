@@ -1926,7 +1926,7 @@ def run_nram(config: dict) -> list:
     controller that results/nram/nram.P.json keeps for its task and seed S (train_nram's `init`),
     to train it further under the rest of the setting.
     `side_by_side`: a task's seeds trained together in one compiled program (train_nram_seeds,
-    several times faster than one after another; a seed's run equals its own up to floating-point
+    faster than one after another, see Section 8; a seed's run equals its own up to floating-point
     rounding; "train_seconds" the time of all over their number), a row per seed as before."""
     configs = {"book": BOOK_CONFIGS, "paper": NRAM_CONFIGS}[config["scale"]]
     setting = config.get("setting") or {}
@@ -2156,6 +2156,8 @@ NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piec
         "swap-init4-h4-seeds0-3",  # trained at several horizons (extra_timesteps)
         "swap-h4-from-init4-seed2",  # the controller of init4 seed 2 trained on at those horizons
         "swap-lstm-init4-h4-seeds0-5",  # at those horizons with an LSTM controller, which can count
+        "swap-init4-repeats2-seeds0-7",  # the modules twice, as the paper's Swap circuits
+        "swap-init4-repeats2-h4-seeds0-7",  # ... and at several horizons
     ),
 }
 HARD_TABLE1 = {  # Table 1's hard tasks: name, training error as printed, and as a fraction
@@ -2337,7 +2339,8 @@ _NOT_LEARNED = {  # (task, column): why the cell is not reproduced
     "sees after the swap the register states it saw before it, so it cannot stop there; trained "
     "at several horizons, none of four seeds reaches zero error, and that seed's controller "
     "trained on at those horizons does not learn to stop; an LSTM controller, which could count, "
-    "does no better there (Section 8)",
+    "does no better there, nor do the modules twice, as in the paper's Swap circuits: none of "
+    "sixteen seeds, half of them at those horizons, leaves the first curriculum level (Section 8)",
     ("swap", "discretisation"): "the discretised machine of that seed agrees with the fuzzy one, "
     "and fails with it beyond length 20 (Section 8)",
 }
