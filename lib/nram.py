@@ -1892,6 +1892,20 @@ def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
     }
 
 
+def _evaluations(controller, run: TrainConfig, lengths, examples: int, mixed: bool = False):
+    """What the paper-scale experiments measure of a trained run: the evaluation at its top
+    training length (1,000 examples) and one at each of `lengths` (`examples` each), every one
+    on fresh examples of its own seed (run.seed + 1, + the length)."""
+    top = evaluate(
+        controller, run, run.max_difficulty, examples=1000, seed=run.seed + 1, mixed=mixed
+    )
+    rest = [
+        evaluate(controller, run, n, examples=examples, seed=run.seed + 1 + n, mixed=mixed)
+        for n in lengths
+    ]
+    return top, rest
+
+
 @_experiment(
     "nram",
     chapter="nram",
@@ -1934,19 +1948,9 @@ def run_nram(config: dict) -> list:
     label = f" {json.dumps(setting, sort_keys=True)}" if setting else ""
 
     def row(task, train, result):
-        top = evaluate(
-            result.controller, train, train.max_difficulty, examples=1000, seed=train.seed + 1
+        top, tests = _evaluations(
+            result.controller, train, config["test_lengths"], config["test_examples"]
         )
-        tests = [
-            evaluate(
-                result.controller,
-                train,
-                n,
-                examples=config["test_examples"],
-                seed=train.seed + 1 + n,
-            )
-            for n in config["test_lengths"]
-        ]
         return {
             "task": task,
             "seed": train.seed,
@@ -2273,25 +2277,13 @@ def run_nram_hard(config: dict) -> list:
             def unit(checkpoint_dir, task=task, setting=setting, train=train, seeds=seeds):
                 runs = []
                 for run, result in _side_by_side(train, seeds, checkpoint_dir):
-                    top = evaluate(
+                    top, curve = _evaluations(
                         result.controller,
                         run,
-                        run.max_difficulty,
-                        examples=1000,
-                        seed=run.seed + 1,
+                        config["figure3"],
+                        config["test_examples"],
                         mixed=True,
                     )
-                    curve = [
-                        evaluate(
-                            result.controller,
-                            run,
-                            x,
-                            examples=config["test_examples"],
-                            seed=run.seed + 1 + x,
-                            mixed=True,
-                        )
-                        for x in config["figure3"]
-                    ]
                     runs.append(
                         {
                             "task": task,
