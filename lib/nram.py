@@ -898,7 +898,7 @@ class Curriculum:
     clip_norm=Float(0, low_open=True),
     noise_eta=Float(0),
     noise_decay=Maybe(Float(0, 1, low_open=True)),
-    entropy=Float(0),
+    entropy=Float(),
     entropy_decay=Float(0, 1, low_open=True),
     eps=Float(0, low_open=True),
     threshold=Float(0, 1),
@@ -929,7 +929,7 @@ class TrainConfig:
     clip_norm: float = 1.0  # C2
     noise_eta: float = 0.01  # gradient-noise variance at step 0
     noise_decay: float | None = None  # None: variance eta / (1 + t)^0.55; else eta * decay^t
-    entropy: float = 0.1  # lambda_0
+    entropy: float = 0.1  # lambda_0; negative: a penalty, sharpening the circuits (item 4)
     entropy_decay: float = 0.999  # gamma, per step
     eps: float = 1e-6
     threshold: float = 0.1  # curriculum: raise the level below this error

@@ -1013,3 +1013,27 @@ def test_exponential_noise_has_variance_eta_decay_to_the_t_and_is_used_when_set(
         N.exponential_noise(0.1, 1.5, 0)
     with pytest.raises(ValueError, match="noise_decay"):
         N.TrainConfig(noise_decay=0.0)
+
+
+def test_a_negative_entropy_coefficient_sharpens_the_circuits_and_a_positive_one_blurs_them():
+    """The entropy term's sign: from the same start and data, training with lambda_0 < 0 ends with
+    circuits of lower summed entropy than with lambda_0 = 0, and lambda_0 > 0 with higher."""
+    base = dataclasses.replace(
+        SHORT_ACCESS, steps=60, entropy_decay=1.0, noise_eta=0.0, keep_best=False
+    )
+    batch = N.make_batch("access", [2] * 16, base.memory_size, np.random.default_rng(0))
+    memory, target = jnp.asarray(batch.memory), jnp.asarray(batch.target)
+    spread = {}
+    for coefficient in (-0.05, 0.0, 0.05):
+        result = N.train_nram(dataclasses.replace(base, entropy=coefficient), progress=False)
+        controller = result.controller
+        run = N.run_fuzzy(
+            base.spec(),
+            controller,
+            memory,
+            target,
+            base.timesteps,
+            carry=controller.initial_carry(16),
+        )
+        spread[coefficient] = float(jnp.mean(jnp.sum(run.entropy, 0)))
+    assert spread[-0.05] < spread[0.0] < spread[0.05], spread
