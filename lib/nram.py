@@ -2160,6 +2160,7 @@ NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piec
         "swap-init4-seeds8-23",  # sixteen more at that scale, side by side, 6,000 steps
         "swap-init4-h4-seeds0-3",  # trained at several horizons (extra_timesteps)
         "swap-init4-h4-seeds8-23",  # sixteen more there, side by side, 6,000 steps
+        "swap-init4-h4-r6-seeds0-15",  # ... with six registers
         "swap-sharpen1e-3-from-h4-seed11",  # its learner trained on with an entropy penalty
         "swap-sharpen3e-3-from-h4-seed11",
         "swap-sharpen1e-3-lr1e-3-from-h4-seed11",  # ... at a tenth of the learning rate
