@@ -406,6 +406,19 @@ def run_discrete(spec: NRAMSpec, policy: Callable, memory: jax.Array, timesteps:
 
 
 # %% book/nram.md
+def _gate_position(spec: NRAMSpec, ref) -> int | None:
+    """Position in spec.modules of the gate `ref` names: "ADD" the first ADD gate, "READ:2" the
+    second READ gate (the modules repeated); None if it names none."""
+    if not isinstance(ref, str):
+        return None
+    name, colon, k = ref.partition(":")
+    if colon and not (k.isdigit() and int(k) >= 1):
+        return None
+    at = [i for i, m in enumerate(spec.modules) if m == name]
+    k = int(k) if colon else 1
+    return at[k - 1] if len(at) >= k else None
+
+
 def _value_index(spec: NRAMSpec, ref) -> int:
     if isinstance(ref, (int, np.integer)):
         return int(ref)
@@ -416,11 +429,12 @@ def _value_index(spec: NRAMSpec, ref) -> int:
         and 1 <= int(ref[1:]) <= spec.registers
     ):
         return int(ref[1:]) - 1
-    if ref in spec.modules:
-        return spec.registers + spec.modules.index(ref)
+    position = _gate_position(spec, ref)
+    if position is not None:
+        return spec.registers + position
     raise ValueError(
-        f"a circuit input must be 'r1'..'r{spec.registers}', a module of {spec.modules} or an "
-        f"index, got {ref!r}"
+        f"a circuit input must be 'r1'..'r{spec.registers}', a module of {spec.modules} ('NAME:k' "
+        f"for its k-th gate) or an index, got {ref!r}"
     )
 
 
@@ -430,20 +444,26 @@ def program_logits(
 ) -> np.ndarray:
     """Logits (layout.size,) of a hand-written circuit (Sec. 1).
 
-    inputs: module name -> its inputs (a name or a tuple of names: "r1".., module names); modules
-    not given take r1. registers: the R new register values. finish: the finish decision.
+    inputs: gate -> its inputs (a name or a tuple of names: "r1".., gates). A gate is named by its
+    module, "ADD" for the first ADD gate, "READ:2" for the second READ gate when the modules are
+    repeated; gates not given take r1. registers: the R new register values. finish: the finish
+    decision.
     """
     layout = spec.layout
     out = np.zeros(layout.size, np.float32)
-    unknown = set(inputs) - set(spec.modules)
+    given, unknown = {}, []
+    for key in inputs:
+        position = _gate_position(spec, key)
+        if position is None:
+            unknown.append(key)
+        elif position in given:
+            raise ValueError(f"inputs names gate {position} twice: {given[position]!r}, {key!r}")
+        else:
+            given[position] = key
     if unknown:
         raise ValueError(f"inputs names modules {sorted(unknown)} that are not in the spec")
     for i, name in enumerate(spec.modules):
-        refs = (
-            inputs.get(name, ("r1",) * ARITY[name])
-            if name not in spec.modules[:i]
-            else ("r1",) * ARITY[name]
-        )
+        refs = inputs[given[i]] if i in given else ("r1",) * ARITY[name]
         refs = (refs,) if isinstance(refs, (str, int)) else tuple(refs)
         if len(refs) != ARITY[name]:
             raise ValueError(f"module {name} takes {ARITY[name]} inputs, got {refs}")
@@ -2160,7 +2180,8 @@ NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piec
         "swap-init4-seeds8-23",  # sixteen more at that scale, side by side, 6,000 steps
         "swap-init4-h4-seeds0-3",  # trained at several horizons (extra_timesteps)
         "swap-init4-h4-seeds8-23",  # sixteen more there, side by side, 6,000 steps
-        "swap-init4-h4-r6-seeds0-15",  # ... with six registers
+        "swap-init4-h4-r5-seeds0-15",  # ... with five registers
+        "swap-init4-h4-r6-seeds0-15",  # ... with six
         "swap-sharpen1e-3-from-h4-seed11",  # its learner trained on with an entropy penalty
         "swap-sharpen3e-3-from-h4-seed11",
         "swap-sharpen1e-3-lr1e-3-from-h4-seed11",  # ... at a tenth of the learning rate
@@ -2310,6 +2331,48 @@ def run_nram_hard(config: dict) -> list:
 
             rows += run_unit(f"{task} {json.dumps(setting, sort_keys=True)} seeds {seeds}", unit)
     return rows
+
+
+# %% book/nram.md
+@checks(spec=Instance(NRAMSpec))
+def permutation_program(spec: NRAMSpec) -> Callable:
+    """A hand-written policy that solves Permutation in n + 1 timesteps (Sec. 9 of the chapter):
+    r1 = i, r2 = a, r3 = n - i. Needs R >= 3 and the modules twice (two READ and two WRITE gates a
+    timestep: TrainConfig(repeats=2)); the phase is read from the zero tests of r1 and r3."""
+    if spec.modules.count("READ") < 2 or spec.modules.count("WRITE") < 2 or spec.registers < 3:
+        raise ValueError(
+            "permutation_program needs two READ and two WRITE gates (the modules repeated) and "
+            f"at least 3 registers, got {spec.modules.count('READ')} READ, "
+            f"{spec.modules.count('WRITE')} WRITE and {spec.registers} registers"
+        )
+    rest = [f"r{j}" for j in range(4, spec.registers + 1)]
+    # the first timestep: r1 = 0 reads cell 0, a, and both WRITEs put it back
+    first = {"WRITE": ("r1", "READ"), "WRITE:2": ("r1", "READ"), "SUB": ("READ", "TWO")}
+    # then cell r1 = A[P[r1 - 1]] (P[i] is at cell i + 1, A[j] at a + j); WRITE puts P back
+    step = {
+        "READ": "r1",
+        "ADD": ("READ", "r2"),
+        "READ:2": "ADD",
+        "WRITE": ("r1", "READ"),
+        "WRITE:2": ("r1", "READ:2"),
+        "INC": "r1",
+        "DEC": "r3",
+    }
+    phases = [
+        jnp.asarray(program_logits(spec, inputs, registers + rest, finish))
+        for inputs, registers, finish in (
+            (first, ["ONE", "READ", "SUB"], False),  # r1 = 1, r2 = a, r3 = a - 2 = n - 1
+            (step, ["INC", "r2", "DEC"], False),
+            (step, ["INC", "r2", "DEC"], True),  # r3 = 0: cell n written, finish
+        )
+    ]
+
+    def policy(bits, carry):
+        """r1 = 0: the first timestep; r3 = 0: the last; else an element."""
+        z1, z3 = bits[..., 0:1] > 0.5, bits[..., 2:3] > 0.5
+        return jnp.where(z1, phases[0], jnp.where(z3, phases[2], phases[1])), carry
+
+    return policy
 
 
 # %% book/nram.md

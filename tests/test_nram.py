@@ -878,6 +878,58 @@ def test_hand_written_swap_program_solves_swap_on_both_machines():
     assert 0.4 < e["error"] <= 0.5
 
 
+def test_program_logits_names_the_gates_of_repeated_modules():
+    """The gate "READ:2" is the second READ (position 14 of the modules twice), "ADD" the first ADD:
+    the chosen logit of each gate's input sits where circuit_layout puts that gate and value."""
+    spec = N.NRAMSpec(N.MODULES * 2, 4)
+    R, layout = spec.registers, spec.layout
+    first_add, second_read = N.MODULES.index("ADD"), len(N.MODULES)
+    logits = N.program_logits(
+        spec, {"READ:2": "ADD", "ADD:2": ("READ:2", "r3")}, ["r1"] * R, False, scale=7.0
+    )
+    start, size = layout.args[second_read][0]
+    assert size == R + second_read and np.flatnonzero(logits[start : start + size]).tolist() == [
+        R + first_add
+    ]
+    (a, _), (b, _) = layout.args[len(N.MODULES) + first_add]
+    assert logits[a + R + second_read] == 7.0 and logits[b + 2] == 7.0
+    # "READ" and "READ:1" are one gate; a third READ is not in the spec
+    same = N.program_logits(spec, {"READ:1": "r2"}, ["r1"] * R, False)
+    assert np.array_equal(same, N.program_logits(spec, {"READ": "r2"}, ["r1"] * R, False))
+    with pytest.raises(ValueError, match="names gate 0 twice"):
+        N.program_logits(spec, {"READ": "r2", "READ:1": "r3"}, ["r1"] * R, False)
+    with pytest.raises(ValueError, match="not in the spec"):
+        N.program_logits(spec, {"READ:3": "r2"}, ["r1"] * R, False)
+    with pytest.raises(ValueError, match="'NAME:k' for its k-th gate"):
+        N.program_logits(spec, {"WRITE": ("r1", "ADD:3")}, ["r1"] * R, False)
+
+
+def test_hand_written_permutation_program_solves_every_length_up_to_50():
+    """An independent check of the Permutation layout (Appendix A) and of the repeated modules:
+    the discretised machine writes A[P[i]] into cell i + 1 for every n up to 50 (one batch, on a
+    tape of 101 cells) and finishes after n + 1 timesteps; the fuzzy machine agrees."""
+    lengths = np.arange(1, 51)
+    for registers in (3, 5):
+        spec = N.NRAMSpec(N.MODULES * 2, registers)
+        policy = N.permutation_program(spec)
+        batch = N.make_batch("permutation", lengths, 101, np.random.default_rng(registers))
+        memory, steps = jax.vmap(lambda m: N.run_discrete(spec, policy, m, 105))(
+            jnp.asarray(batch.memory)
+        )
+        for n, tape, out, t in zip(lengths, batch.memory, np.asarray(memory), np.asarray(steps)):
+            P, A = tape[1 : n + 1], tape[n + 1 : 2 * n + 1]
+            assert np.array_equal(out[1 : n + 1], A[P]) and t == n + 1, (registers, n)
+    config = dataclasses.replace(N.HARD_CONFIGS["permutation"], repeats=2)
+    program = N.PolicyController(N.permutation_program(config.spec()))
+    for n in (1, 6):
+        e = N.evaluate(program, config, n, examples=20, seed=n)
+        assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1
+    with pytest.raises(ValueError, match="two READ and two WRITE gates"):
+        N.permutation_program(N.NRAMSpec(registers=4))
+    with pytest.raises(ValueError, match="at least 3 registers"):
+        N.permutation_program(N.NRAMSpec(N.MODULES * 2, 2))
+
+
 def test_time_machines_times_both_machines_and_rejects_bad_budgets():
     spec = N.NRAMSpec(registers=4)
     rows = N.time_machines(
