@@ -2376,6 +2376,39 @@ def permutation_program(spec: NRAMSpec) -> Callable:
 
 
 # %% book/nram.md
+@checks(spec=Instance(NRAMSpec))
+def listk_program(spec: NRAMSpec) -> Callable:
+    """A hand-written policy that solves ListK in k + 3 timesteps (Sec. 9 of the chapter): r1 the
+    node, r4 the address of its value, r2 the hops left, r3 = 1 once k is read. Needs R >= 4 and
+    the modules READ, ONE, TWO, INC, DEC, WRITE; the phase is read from the zero tests."""
+    if spec.registers < 4:
+        raise ValueError(f"listk_program needs at least 4 registers, got {spec.registers}")
+    rest = [f"r{j}" for j in range(5, spec.registers + 1)]
+    first = {"READ": "r1", "INC": "READ", "WRITE": ("r1", "READ")}  # WRITE puts cell 0 back
+    second = {"READ": "r2", "WRITE": ("r2", "READ")}  # and cell 1
+    hop = {"READ": "r1", "INC": "READ", "DEC": "r2", "WRITE": ("r1", "READ")}
+    last = {"READ": "r4", "WRITE": ("TWO", "READ")}  # out (cell 2) = the value at r4
+    phases = [
+        jnp.asarray(program_logits(spec, inputs, registers + rest, finish))
+        for inputs, registers, finish in (
+            (first, ["READ", "ONE", "r3", "INC"], False),  # r1 = head, r2 = 1, r4 = head + 1
+            (second, ["r1", "READ", "ONE", "r4"], False),  # r2 = k, r3 = 1
+            (hop, ["READ", "DEC", "r3", "INC"], False),  # r1 = next, r2 - 1, r4 = next + 1
+            (last, ["r1", "r2", "r3", "r4"], True),
+        )
+    ]
+
+    def policy(bits, carry):
+        """r1 = 0: the first timestep; r3 = 0: the second; r2 = 0: the last; else a hop."""
+        z1, z2, z3 = (bits[..., i : i + 1] > 0.5 for i in range(3))
+        return jnp.where(
+            z1, phases[0], jnp.where(z3, phases[1], jnp.where(z2, phases[3], phases[2]))
+        ), carry
+
+    return policy
+
+
+# %% book/nram.md
 from lib.toolkit import Claim
 
 

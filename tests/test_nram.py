@@ -930,6 +930,32 @@ def test_hand_written_permutation_program_solves_every_length_up_to_50():
         N.permutation_program(N.NRAMSpec(N.MODULES * 2, 2))
 
 
+def test_hand_written_listk_program_solves_every_length_up_to_50():
+    """An independent check of the ListK layout (Appendix A): the discretised machine puts into
+    cell 2 the value found by following the list from cell 0 for the number of hops in cell 1 (a
+    walk written here), for every length up to 50 (one batch, on a tape of 103 cells), and
+    finishes after k + 3 timesteps; the fuzzy machine agrees."""
+    lengths = np.arange(1, 51)
+    for registers in (4, 6):
+        spec = N.NRAMSpec(registers=registers)
+        batch = N.make_batch("listk", lengths, 103, np.random.default_rng(registers))
+        memory, steps = jax.vmap(lambda m: N.run_discrete(spec, N.listk_program(spec), m, 60))(
+            jnp.asarray(batch.memory)
+        )
+        for tape, out, t in zip(batch.memory, np.asarray(memory), np.asarray(steps)):
+            node, k = tape[0], tape[1]
+            for _ in range(k):
+                node = tape[node]
+            assert out[2] == tape[node + 1] and t == k + 3, (registers, k)
+    config = N.HARD_CONFIGS["listk"]
+    program = N.PolicyController(N.listk_program(config.spec()))
+    for n in (1, 10):
+        e = N.evaluate(program, config, n, examples=20, seed=n)
+        assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1
+    with pytest.raises(ValueError, match="at least 4 registers"):
+        N.listk_program(N.NRAMSpec(registers=3))
+
+
 def test_time_machines_times_both_machines_and_rejects_bad_budgets():
     spec = N.NRAMSpec(registers=4)
     rows = N.time_machines(
