@@ -904,6 +904,22 @@ def test_program_logits_names_the_gates_of_repeated_modules():
         N.program_logits(spec, {"WRITE": ("r1", "ADD:3")}, ["r1"] * R, False)
 
 
+def _discrete_runs(spec, policy, batch, timesteps):
+    """The discretised machine on every tape of `batch`: (final memories, steps run), as numpy."""
+    memory, steps = jax.vmap(lambda m: N.run_discrete(spec, policy, m, timesteps))(
+        jnp.asarray(batch.memory)
+    )
+    return np.asarray(memory), np.asarray(steps)
+
+
+def _assert_exact_on_both_machines(policy, config, lengths):
+    """The policy's fuzzy and discretised machines exact, and agreeing, at each length."""
+    program = N.PolicyController(policy)
+    for n in lengths:
+        e = N.evaluate(program, config, n, examples=20, seed=n)
+        assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1, (n, e)
+
+
 def test_hand_written_permutation_program_solves_every_length_up_to_50():
     """An independent check of the Permutation layout (Appendix A) and of the repeated modules:
     the discretised machine writes A[P[i]] into cell i + 1 for every n up to 50 (one batch, on a
@@ -913,17 +929,12 @@ def test_hand_written_permutation_program_solves_every_length_up_to_50():
         spec = N.NRAMSpec(N.MODULES * 2, registers)
         policy = N.permutation_program(spec)
         batch = N.make_batch("permutation", lengths, 101, np.random.default_rng(registers))
-        memory, steps = jax.vmap(lambda m: N.run_discrete(spec, policy, m, 105))(
-            jnp.asarray(batch.memory)
-        )
-        for n, tape, out, t in zip(lengths, batch.memory, np.asarray(memory), np.asarray(steps)):
+        memory, steps = _discrete_runs(spec, policy, batch, 105)
+        for n, tape, out, t in zip(lengths, batch.memory, memory, steps):
             P, A = tape[1 : n + 1], tape[n + 1 : 2 * n + 1]
             assert np.array_equal(out[1 : n + 1], A[P]) and t == n + 1, (registers, n)
     config = dataclasses.replace(N.HARD_CONFIGS["permutation"], repeats=2)
-    program = N.PolicyController(N.permutation_program(config.spec()))
-    for n in (1, 6):
-        e = N.evaluate(program, config, n, examples=20, seed=n)
-        assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1
+    _assert_exact_on_both_machines(N.permutation_program(config.spec()), config, (1, 6))
     with pytest.raises(ValueError, match="two READ and two WRITE gates"):
         N.permutation_program(N.NRAMSpec(registers=4))
     with pytest.raises(ValueError, match="at least 3 registers"):
@@ -939,19 +950,14 @@ def test_hand_written_listk_program_solves_every_length_up_to_50():
     for registers in (4, 6):
         spec = N.NRAMSpec(registers=registers)
         batch = N.make_batch("listk", lengths, 103, np.random.default_rng(registers))
-        memory, steps = jax.vmap(lambda m: N.run_discrete(spec, N.listk_program(spec), m, 60))(
-            jnp.asarray(batch.memory)
-        )
-        for tape, out, t in zip(batch.memory, np.asarray(memory), np.asarray(steps)):
+        memory, steps = _discrete_runs(spec, N.listk_program(spec), batch, 60)
+        for tape, out, t in zip(batch.memory, memory, steps):
             node, k = tape[0], tape[1]
             for _ in range(k):
                 node = tape[node]
             assert out[2] == tape[node + 1] and t == k + 3, (registers, k)
     config = N.HARD_CONFIGS["listk"]
-    program = N.PolicyController(N.listk_program(config.spec()))
-    for n in (1, 10):
-        e = N.evaluate(program, config, n, examples=20, seed=n)
-        assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1
+    _assert_exact_on_both_machines(N.listk_program(config.spec()), config, (1, 10))
     with pytest.raises(ValueError, match="at least 4 registers"):
         N.listk_program(N.NRAMSpec(registers=3))
 
