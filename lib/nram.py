@@ -768,12 +768,14 @@ def finish_step(finish_logits: jax.Array, horizon: jax.Array | None = None) -> j
 
 class Run(NamedTuple):
     """Per-timestep record of a fuzzy run (T, B, ...): log M_{i, y_i} per cell, each cell's most
-    likely value, finish logits, entropy of the controller's choices."""
+    likely value, finish logits, entropy of the controller's choices, and the entropy of the
+    registers' values after the timestep (summed over the registers)."""
 
     log_target: jax.Array
     argmax: jax.Array
     finish_logits: jax.Array
     entropy: jax.Array
+    value_entropy: jax.Array
 
 
 def _initial_state(spec: NRAMSpec, memory: jax.Array, dtype=jnp.float32):
@@ -832,7 +834,11 @@ def run_fuzzy(
         )
         log_target = safe_log(jnp.take_along_axis(tape, target[:, :, None], -1)[..., 0], eps)
         return (registers, tape, carry), Run(
-            log_target, jnp.argmax(tape, -1).astype(memory.dtype), finish, entropy
+            log_target,
+            jnp.argmax(tape, -1).astype(memory.dtype),
+            finish,
+            entropy,
+            jnp.sum(_entropy(registers, eps), -1),
         )
 
     _, run = jax.lax.scan(body, (registers, tape, carry), None, length=timesteps)
@@ -920,6 +926,7 @@ class Curriculum:
     noise_decay=Maybe(Float(0, 1, low_open=True)),
     entropy=Float(),
     entropy_decay=Float(0, 1, low_open=True),
+    value_entropy=Float(0),
     eps=Float(0, low_open=True),
     threshold=Float(0, 1),
     min_gap=Int(0),
@@ -951,6 +958,7 @@ class TrainConfig:
     noise_decay: float | None = None  # None: variance eta / (1 + t)^0.55; else eta * decay^t
     entropy: float = 0.1  # lambda_0; negative: a penalty, sharpening the circuits (item 4)
     entropy_decay: float = 0.999  # gamma, per step
+    value_entropy: float = 0.0  # penalty on the entropy of the registers' values (item 4)
     eps: float = 1e-6
     threshold: float = 0.1  # curriculum: raise the level below this error
     min_gap: int = 200
@@ -1089,7 +1097,10 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
         bonus = jnp.mean(jnp.sum(run.entropy, 0))  # over all steps run, as without horizons
         out = run_output(run, horizon)
         wrong = jnp.sum((out != batch["target"]) & batch["mask"], -1)
-        return loss - batch["entropy_coef"] * bonus, (loss, wrong, jnp.sum(batch["mask"], -1))
+        cost = loss - batch["entropy_coef"] * bonus
+        if config.value_entropy:  # footnote 7's penalty, over all steps run as the bonus
+            cost = cost + config.value_entropy * jnp.mean(jnp.sum(run.value_entropy, 0))
+        return cost, (loss, wrong, jnp.sum(batch["mask"], -1))
 
     def step(state, batch):
         params, rest, opt_state = state
