@@ -2208,6 +2208,7 @@ NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piec
         "swap-values1e-1-from-h4-seed11",  # ... ten times stronger
         "swap-init4-h4-values1e-2-seeds0-15",  # ... from scratch, throughout
         "swap-sharpen1e-3-lr1e-3-from-again-seed1",  # the run that leaves the cells, trained on
+        "swap-sharpen1e-3-lr1e-4-from-again-seed1",  # ... at a tenth of the learning rate
     ),
 }
 HARD_TABLE1 = {  # Table 1's hard tasks: name, training error as printed, and as a fraction
