@@ -1132,9 +1132,8 @@ def test_a_value_entropy_penalty_sharpens_the_registers():
     memory, target = jnp.asarray(batch.memory), jnp.asarray(batch.target)
     spread = {}
     for mu in (0.0, 0.1):
-        controller = N.train_nram(dataclasses.replace(base, value_entropy=mu), progress=False)
-        controller = controller.controller
-        run = N.run_fuzzy(base.spec(), controller, memory, target, base.timesteps)
+        result = N.train_nram(dataclasses.replace(base, value_entropy=mu), progress=False)
+        run = N.run_fuzzy(base.spec(), result.controller, memory, target, base.timesteps)
         spread[mu] = float(jnp.mean(jnp.sum(run.value_entropy, 0)))
     assert spread[0.1] < spread[0.0], spread
     with pytest.raises(ValueError, match="value_entropy"):
