@@ -2205,7 +2205,8 @@ NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piec
         "swap-lstm-init4-seeds0-7",  # an LSTM at the training horizon (a learner to go on from)
         "swap-init4-repeats2-seeds0-7",  # the modules twice, as the paper's Swap circuits
         "swap-init4-repeats2-h4-seeds0-7",  # ... and at several horizons
-        "swap-init4-repeats2-r2-h4-seeds0-7",  # ... with two registers, as the paper's Swap
+        "swap-init4-repeats2-r2-seeds0-7",  # ... with two registers, as the paper's Swap
+        "swap-init4-repeats2-r2-h4-seeds0-7",  # ... and at several horizons
         "swap-values1e-2-from-h4-seed11",  # seed 11 with footnote 7's penalty on the values
         "swap-values1e-1-from-h4-seed11",  # ... ten times stronger
         "swap-init4-h4-values1e-2-seeds0-15",  # ... from scratch, throughout
