@@ -913,6 +913,7 @@ class Curriculum:
     controller=OneOf("mlp", "lstm"),
     hidden=Int(1),
     init_scale=Float(0, low_open=True),
+    finish_bias=Float(),
     memory_size=Int(1),
     timesteps=Int(1),
     extra_timesteps=Int(0),
@@ -945,6 +946,7 @@ class TrainConfig:
     controller: str = "mlp"  # "mlp" or "lstm"
     hidden: int = 64
     init_scale: float = 1.0  # the read-out layer's initial weights times this (sharper circuits)
+    finish_bias: float = 0.0  # the finish logit's initial bias: f = sigmoid(bias) at first
     extra_timesteps: int = 0  # each example's horizon: timesteps + U{0..extra} (see _chunk_fn)
     memory_size: int = 16
     timesteps: int = 12
@@ -974,13 +976,19 @@ class TrainConfig:
 def make_controller(config: TrainConfig, rngs: nnx.Rngs) -> nnx.Module:
     """The controller of `config` (Sec. 3), its read-out layer's initial weights (Flax's LeCun
     normal) multiplied by `config.init_scale`: at 1 the first circuits are close to uniform
-    averages, larger values start from sharper, nearly discrete ones."""
+    averages, larger values start from sharper, nearly discrete ones. The finish logit's bias
+    starts at `config.finish_bias` (Flax's 0: the machine stops at each step with probability
+    about 1/2; negative: it runs on, see Sec. 9 of the chapter)."""
     kinds = {"mlp": MLPController, "lstm": LSTMController}
     if config.controller not in kinds:
         raise ValueError(f"controller must be 'mlp' or 'lstm', got {config.controller!r}")
-    controller = kinds[config.controller](config.spec(), config.hidden, rngs=rngs)
+    spec = config.spec()
+    controller = kinds[config.controller](spec, config.hidden, rngs=rngs)
     if config.init_scale != 1.0:
         controller.out.kernel[...] = controller.out.kernel[...] * config.init_scale
+    if config.finish_bias != 0.0:
+        bias = controller.out.bias[...]
+        controller.out.bias[...] = bias.at[spec.layout.finish].set(config.finish_bias)
     return controller
 
 
@@ -1130,7 +1138,14 @@ def _compiled_chunk_fn(config: TrainConfig, graphdef, many: bool = False):
 def _step_settings(config: TrainConfig) -> TrainConfig:
     """config with the settings that do not enter the compiled step set to their defaults."""
     return dataclasses.replace(
-        config, steps=1, seed=0, keep_best=True, threshold=0.1, min_gap=200, max_difficulty=1
+        config,
+        steps=1,
+        seed=0,
+        keep_best=True,
+        threshold=0.1,
+        min_gap=200,
+        max_difficulty=1,
+        finish_bias=0.0,
     )
 
 

@@ -573,6 +573,30 @@ def test_init_scale_multiplies_the_read_out_weights_and_so_the_first_logits(kind
         N.TrainConfig(init_scale=0.0)
 
 
+@pytest.mark.parametrize("kind", ["mlp", "lstm"])
+def test_finish_bias_sets_only_the_finish_logit_and_so_the_first_stopping_probability(kind):
+    config = N.TrainConfig(task="listk", controller=kind, hidden=8, registers=2)
+    base = N.make_controller(config, nnx.Rngs(3))
+    late = N.make_controller(dataclasses.replace(config, finish_bias=-3.0), nnx.Rngs(3))
+    bits = jnp.asarray([[1.0, 1.0], [0.0, 1.0]], jnp.float32)
+    shift = late(bits, late.initial_carry(2))[0] - base(bits, base.initial_carry(2))[0]
+    finish = config.spec().layout.finish
+    expected = np.zeros(shift.shape, np.float32)
+    expected[:, finish] = -3.0 - np.asarray(base.out.bias[...])[finish]  # Flax's bias starts at 0
+    np.testing.assert_allclose(shift, expected, atol=1e-5)
+    # a bias alone, zero read-out weights: the machine stops at each step w.p. sigmoid(-3), so it
+    # reaches step t with probability (1 - f)^(t - 1) (closed form of Sec. 3.3)
+    late.out.kernel[...] = jnp.zeros_like(late.out.kernel[...])
+    memory = np.zeros((1, 7), np.int32)
+    run = N.run_fuzzy(config.spec(), late, memory, memory, 5, carry=late.initial_carry(1))
+    f = 1 / (1 + np.exp(3.0))
+    p = np.asarray(N.finish_probabilities(run.finish_logits))[:, 0]
+    np.testing.assert_allclose(p[:4], [f * (1 - f) ** t for t in range(4)], rtol=1e-5)
+    assert abs(p[4] - (1 - f) ** 4) < 1e-6
+    with pytest.raises(ValueError, match="finish_bias"):
+        N.TrainConfig(finish_bias=float("nan"))
+
+
 @pytest.mark.slow
 def test_evaluate_scores_the_hand_written_program_perfect_and_too_few_steps_wrong():
     config = N.TrainConfig(task="copy", memory_size=16, timesteps=12, max_difficulty=5)
