@@ -4,6 +4,7 @@ experiments."""
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -501,11 +502,57 @@ def test_the_paper_scale_queue_is_valid(tmp_path):
     done = [e for e in entries if queue.results_file(e).exists()]
     assert all(queue.results_file(e).parent.name == e["chapter"] for e in entries)
     assert len(queue.pending(entries)) == len(entries) - len(done)
+    stale = [e["part"] for e in done if queue.handoff_file(e).exists()]
+    assert not stale, f"finished parts whose handoff is still committed: {stale}"
     bad = json.loads((root / "tools" / "queue.json").read_text())[:1]
     bad[0]["set"] = {"no_such_setting": 1}
     (tmp_path / "queue.json").write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="has no"):
         queue.load_queue(tmp_path / "queue.json")
+
+
+def test_a_parts_checkpoints_cross_sessions_in_its_handoff_file(tmp_path):
+    """--stow packs the latest step of each unit with the run's records; unstow puts them back,
+    never over a checkpoint folder that is there, and refuses a tarball that writes elsewhere."""
+    import importlib.util
+    import tarfile
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("queue_tool", root / "tools" / "run_queue.py")
+    queue = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(queue)
+    entry = {"experiment": "nram-hard", "part": "x", "chapter": "nram"}
+    assert queue.stow(entry, tmp_path) is None  # nothing to pack
+    folder = queue.checkpoint_dir(entry, tmp_path)
+    files = {
+        "run.json": "{}",
+        "units/a.json": "[]",
+        "checkpoints/u/1000/state/d": "old",
+        "checkpoints/u/2000/state/d": "new",
+        "checkpoints/u/2000/extra/metadata": "{}",
+        "checkpoints/v/500/state/d": "only",
+    }
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    packed = queue.stow(entry, tmp_path)
+    assert packed == tmp_path / "results/.handoff/nram/nram-hard.x.tgz"
+    shutil.rmtree(tmp_path / "results" / ".checkpoints")
+    assert queue.unstow(entry, tmp_path)
+    back = {
+        p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*") if p.is_file()
+    }
+    assert back == {k: v for k, v in files.items() if "/1000/" not in k}
+    (folder / "run.json").write_text('{"later": 1}')
+    assert not queue.unstow(entry, tmp_path)  # this session's folder stays
+    assert (folder / "run.json").read_text() == '{"later": 1}'
+    shutil.rmtree(tmp_path / "results" / ".checkpoints")
+    (tmp_path / "evil").write_text("x")
+    with tarfile.open(packed, "w:gz") as tar:
+        tar.add(tmp_path / "evil", arcname="lib/evil")
+    with pytest.raises(ValueError, match="outside"):
+        queue.unstow(entry, tmp_path)
+    assert not (tmp_path / "lib").exists()
 
 
 def test_legacy_parts_run_again_with_the_command_their_record_states(tmp_path):

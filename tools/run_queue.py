@@ -14,6 +14,10 @@ run, and the logs (two alternating copies, so that one is whole if the machine g
 the end the latest checkpoint of each unfinished unit in chunks of at most 15 MiB, at most four.
 `--tests`: the library's unit tests run beside the parts (`pytest -v`, so that the log names every
 test as it finishes). The logs go to results/.queue/. `--list` prints the parts still to run.
+`--stow` packs the checkpoints of the parts still to run into results/.handoff/ and exits:
+a new session lays the work tree anew, and results/.checkpoints (ignored) with it, so an
+unfinished part crosses sessions as a committed tarball (its latest step only); starting the part
+unpacks it, and a part that finishes deletes its tarball (commit the deletion).
 `--legacy` takes instead the parts whose results file is legacy ("git_diff_note": recorded at a
 commit with uncommitted changes that were not kept) and runs each again with its own command.
 On a lent accelerator machine, start it through tools/device_run.sh, which gives the copied tree
@@ -136,6 +140,62 @@ def legacy(root: Path = ROOT) -> list[dict]:
     return entries
 
 
+def checkpoint_dir(entry: dict, root: Path = ROOT) -> Path:
+    """Where `python -m lib` keeps the part's interrupted run (see lib.toolkit.run_experiment)."""
+    return (
+        root
+        / "results"
+        / ".checkpoints"
+        / entry["chapter"]
+        / (f"{entry['experiment']}.{entry['part']}")
+    )
+
+
+def handoff_file(entry: dict, root: Path = ROOT) -> Path:
+    """The committed tarball that carries the part's checkpoints to the next session."""
+    return (
+        root
+        / "results"
+        / ".handoff"
+        / entry["chapter"]
+        / (f"{entry['experiment']}.{entry['part']}.tgz")
+    )
+
+
+def stow(entry: dict, root: Path = ROOT) -> Path | None:
+    """Pack the part's checkpoint folder into its handoff file: the run's records and finished
+    units whole, of each unit's checkpoints the latest step only. None if it has no folder."""
+    source = checkpoint_dir(entry, root)
+    if not source.exists():
+        return None
+    target = handoff_file(entry, root)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(target, "w:gz") as tar:
+        for path in sorted(p for p in source.rglob("*") if p.is_file()):
+            parts = path.relative_to(source).parts
+            if parts[0] == "checkpoints" and len(parts) > 3:  # checkpoints/<unit>/<step>/...
+                steps = (d.name for d in (source / parts[0] / parts[1]).iterdir())
+                if parts[2] != str(max(int(s) for s in steps if s.isdigit())):
+                    continue
+            tar.add(path, arcname=path.relative_to(root).as_posix())
+    return target
+
+
+def unstow(entry: dict, root: Path = ROOT) -> bool:
+    """Unpack the part's handoff file into results/.checkpoints, unless the part has a checkpoint
+    folder already (a later one, from this session). True if it unpacked."""
+    source = handoff_file(entry, root)
+    if not source.exists() or checkpoint_dir(entry, root).exists():
+        return False
+    with tarfile.open(source) as tar:
+        names = tar.getnames()
+        prefix = checkpoint_dir(entry, root).relative_to(root).as_posix() + "/"
+        if not all(n.startswith(prefix) for n in names):
+            raise ValueError(f"{source} holds files outside {prefix}")
+        tar.extractall(root, filter="data")
+    return True
+
+
 def pending(entries: list[dict]) -> list[dict]:
     return [e for e in entries if not results_file(e).exists()]
 
@@ -199,6 +259,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--legacy", action="store_true", help="run again the parts whose results file is legacy"
     )
+    parser.add_argument(
+        "--stow", action="store_true", help="pack the parts' checkpoints into results/.handoff"
+    )
     args = parser.parse_args(argv)
     if args.pool < 1:
         parser.error(f"--pool must be at least 1, got {args.pool}")
@@ -211,6 +274,13 @@ def main(argv=None) -> int:
     if args.list:
         for e in todo:
             print("python " + " ".join(command(e)[1:]))
+        return 0
+    if args.stow:
+        for e in todo:
+            target = stow(e)
+            if target is not None:
+                size = target.stat().st_size / 2**20
+                print(f"{e['part']}: {target.relative_to(ROOT)} ({size:.1f} MiB); commit it")
         return 0
     began = time.time()
     logs = ROOT / "results" / ".queue"
@@ -249,18 +319,23 @@ def main(argv=None) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    running: dict[str, tuple[subprocess.Popen, float, dict]] = {}
     failed = []
     while todo or running:
         if args.deadline is not None and time.time() - began > args.deadline:
             break
-        for part, (proc, start) in list(running.items()):
+        for part, (proc, start, entry) in list(running.items()):
             if proc.poll() is not None:
                 say(f"{part}: exit {proc.returncode} after {(time.time() - start) / 60:.1f} min")
                 failed += [part] if proc.returncode else []
+                if results_file(entry).exists() and handoff_file(entry).exists():
+                    handoff_file(entry).unlink()
+                    say(f"{part}: done, its handoff deleted (commit the deletion)")
                 del running[part]
         while todo and len(running) < args.pool:
             entry = todo.pop(0)
+            if unstow(entry):
+                say(f"{entry['part']}: its checkpoints unpacked from {handoff_file(entry).name}")
             proc = subprocess.Popen(
                 command(entry),
                 cwd=ROOT,
@@ -269,16 +344,16 @@ def main(argv=None) -> int:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-            running[entry["part"]] = (proc, time.time())
+            running[entry["part"]] = (proc, time.time(), entry)
             say(f"{entry['part']}: started")
         time.sleep(2)
-    for part, (proc, _) in running.items():
+    for part, (proc, _, _) in running.items():
         say(f"{part}: stopped at the deadline (resumes from its last checkpoint)")
         os.killpg(proc.pid, signal.SIGTERM)
     if tests is not None and tests.poll() is None:
         say("tests: stopped at the deadline")
         os.killpg(tests.pid, signal.SIGTERM)
-    for proc, _ in running.values():
+    for proc, _, _ in running.values():
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
