@@ -17,7 +17,7 @@ test as it finishes). The logs go to results/.queue/. `--list` prints the parts 
 `--stow` packs the checkpoints of the parts still to run into results/.handoff/ and exits:
 a new session lays the work tree anew, and results/.checkpoints (ignored) with it, so an
 unfinished part crosses sessions as a committed tarball (its latest step only); starting the part
-unpacks it, and a part that finishes deletes its tarball (commit the deletion).
+unpacks it; once the part is done, `git rm` its tarball (the queue's test fails until then).
 `--legacy` takes instead the parts whose results file is legacy ("git_diff_note": recorded at a
 commit with uncommitted changes that were not kept) and runs each again with its own command.
 On a lent accelerator machine, start it through tools/device_run.sh, which gives the copied tree
@@ -142,24 +142,14 @@ def legacy(root: Path = ROOT) -> list[dict]:
 
 def checkpoint_dir(entry: dict, root: Path = ROOT) -> Path:
     """Where `python -m lib` keeps the part's interrupted run (see lib.toolkit.run_experiment)."""
-    return (
-        root
-        / "results"
-        / ".checkpoints"
-        / entry["chapter"]
-        / (f"{entry['experiment']}.{entry['part']}")
-    )
+    name = f"{entry['experiment']}.{entry['part']}"
+    return root / "results" / ".checkpoints" / entry["chapter"] / name
 
 
 def handoff_file(entry: dict, root: Path = ROOT) -> Path:
     """The committed tarball that carries the part's checkpoints to the next session."""
-    return (
-        root
-        / "results"
-        / ".handoff"
-        / entry["chapter"]
-        / (f"{entry['experiment']}.{entry['part']}.tgz")
-    )
+    name = f"{entry['experiment']}.{entry['part']}.tgz"
+    return root / "results" / ".handoff" / entry["chapter"] / name
 
 
 def stow(entry: dict, root: Path = ROOT) -> Path | None:
@@ -329,8 +319,8 @@ def main(argv=None) -> int:
                 say(f"{part}: exit {proc.returncode} after {(time.time() - start) / 60:.1f} min")
                 failed += [part] if proc.returncode else []
                 if results_file(entry).exists() and handoff_file(entry).exists():
-                    handoff_file(entry).unlink()
-                    say(f"{part}: done, its handoff deleted (commit the deletion)")
+                    # not deleted here: the parts still to start must find the tree clean
+                    say(f"{part}: done; git rm {handoff_file(entry).relative_to(ROOT)}")
                 del running[part]
         while todo and len(running) < args.pool:
             entry = todo.pop(0)
