@@ -2375,78 +2375,6 @@ def run_nram_hard(config: dict) -> list:
 
 
 # %% book/nram.md
-HARD_PROGRAMS = {  # task -> phases: (register that selects it when zero, gates, registers, stop)
-    "permutation": (  # r1 = a, r2 = i (the cell of P[i]), r3 = a + P[i]
-        ("r1", {"READ": "r1"}, ("READ", "ONE", "ZERO", "r4"), False),
-        ("r3", {"READ": "r2", "ADD": ("r1", "READ")}, ("r1", "r2", "ADD", "r4"), False),
-        (
-            "",
-            {"READ": "r3", "WRITE": ("r2", "READ"), "INC": "r2"},
-            ("r1", "INC", "ZERO", "r4"),
-            False,
-        ),
-    ),
-    "listk": (  # r1 = node, r2 = hops left, r3 = node + 1 (its value), r4 = 1 once k is read
-        ("r1", {"READ": "r1", "INC": "READ"}, ("READ", "ONE", "INC", "r4"), False),
-        ("r4", {"READ": "r2"}, ("r1", "READ", "r3", "ONE"), False),
-        ("r2", {"READ": "r3", "WRITE": ("TWO", "READ")}, ("r1", "r2", "r3", "r4"), True),
-        ("", {"READ": "r1", "INC": "READ", "DEC": "r2"}, ("READ", "DEC", "INC", "r4"), False),
-    ),
-    "listsearch": (  # r1 = node, r2 = node + 1 (0 once its value is read), r3 = v, r4 = value - v
-        ("r1", {"READ": "r1", "INC": "READ"}, ("READ", "INC", "r3", "ONE"), False),
-        ("r3", {"READ": "r4"}, ("r1", "r2", "READ", "ONE"), False),
-        ("r4", {"WRITE": ("TWO", "r1")}, ("r1", "r2", "r3", "r4"), True),
-        ("r2", {"READ": "r1", "INC": "READ"}, ("READ", "INC", "r3", "r4"), False),
-        (
-            "",
-            {"READ": "r2", "SUB": ("READ", "r3"), "WRITE": ("TWO", "r1")},
-            ("r1", "ZERO", "r3", "SUB"),
-            False,
-        ),
-    ),
-    "walkbst": (  # r1 = node, r2 = the path's next cell, r3 = node + step (0: not read), r4 = step
-        ("r1", {"READ": "r1"}, ("READ", "TWO", "ZERO", "ONE"), False),
-        ("r4", {"READ": "r3", "WRITE": ("ONE", "READ")}, ("r1", "r2", "r3", "r4"), True),
-        (
-            "r3",
-            {"READ": "r2", "ADD": ("r1", "READ"), "INC": "r2"},
-            ("r1", "INC", "ADD", "READ"),
-            False,
-        ),
-        ("", {"READ": "r3"}, ("READ", "r2", "ZERO", "r4"), False),
-    ),
-}
-"""Hand-written programs for four hard tasks (Sec. 9 of the chapter), read by `hard_program`."""
-
-
-@checks(task=OneOf(*HARD_PROGRAMS), spec=Instance(NRAMSpec))
-def hard_program(task: str, spec: NRAMSpec) -> Callable:
-    """The policy of HARD_PROGRAMS[task]: the first phase whose register tests zero, else the last.
-    Needs R >= 4 (registers past r4 keep their values) and the standard modules; a phase that names
-    no WRITE writes 0 into cell 0, which every task reads only at its first timestep."""
-    if spec.registers < 4:
-        raise ValueError(f"hard_program needs at least 4 registers, got {spec.registers}")
-    kept = tuple(f"r{i}" for i in range(5, spec.registers + 1))
-    phases = [
-        (
-            int(when[1:]) - 1 if when else None,
-            jnp.asarray(
-                program_logits(spec, {"WRITE": ("ZERO", "ZERO"), **gates}, registers + kept, stop)
-            ),
-        )
-        for when, gates, registers, stop in HARD_PROGRAMS[task]
-    ]
-
-    def policy(bits, carry):
-        logits = phases[-1][1]
-        for register, phase in reversed(phases[:-1]):
-            logits = jnp.where(bits[..., register : register + 1] > 0.5, phase, logits)
-        return logits, carry
-
-    return policy
-
-
-# %% book/nram.md
 @checks(spec=Instance(NRAMSpec))
 def permutation_program(spec: NRAMSpec) -> Callable:
     """A hand-written policy that solves Permutation in n + 1 timesteps (Sec. 9 of the chapter):
@@ -2517,6 +2445,73 @@ def listk_program(spec: NRAMSpec) -> Callable:
         return jnp.where(
             z1, phases[0], jnp.where(z3, phases[1], jnp.where(z2, phases[3], phases[2]))
         ), carry
+
+    return policy
+
+
+# %% book/nram.md
+HARD_PROGRAMS = {  # task -> phases: (register that selects it when zero, gates, registers, stop)
+    "permutation": (  # r1 = a, r2 = i (the cell of P[i]), r3 = a + P[i]
+        ("r1", {"READ": "r1"}, ("READ", "ONE", "ZERO", "r4"), False),
+        ("r3", {"READ": "r2", "ADD": ("r1", "READ")}, ("r1", "r2", "ADD", "r4"), False),
+        (
+            "",
+            {"READ": "r3", "WRITE": ("r2", "READ"), "INC": "r2"},
+            ("r1", "INC", "ZERO", "r4"),
+            False,
+        ),
+    ),
+    "listsearch": (  # r1 = node, r2 = node + 1 (0 once its value is read), r3 = v, r4 = value - v
+        ("r1", {"READ": "r1", "INC": "READ"}, ("READ", "INC", "r3", "ONE"), False),
+        ("r3", {"READ": "r4"}, ("r1", "r2", "READ", "ONE"), False),
+        ("r4", {"WRITE": ("TWO", "r1")}, ("r1", "r2", "r3", "r4"), True),
+        ("r2", {"READ": "r1", "INC": "READ"}, ("READ", "INC", "r3", "r4"), False),
+        (
+            "",
+            {"READ": "r2", "SUB": ("READ", "r3"), "WRITE": ("TWO", "r1")},
+            ("r1", "ZERO", "r3", "SUB"),
+            False,
+        ),
+    ),
+    "walkbst": (  # r1 = node, r2 = the path's next cell, r3 = node + step (0: not read), r4 = step
+        ("r1", {"READ": "r1"}, ("READ", "TWO", "ZERO", "ONE"), False),
+        ("r4", {"READ": "r3", "WRITE": ("ONE", "READ")}, ("r1", "r2", "r3", "r4"), True),
+        (
+            "r3",
+            {"READ": "r2", "ADD": ("r1", "READ"), "INC": "r2"},
+            ("r1", "INC", "ADD", "READ"),
+            False,
+        ),
+        ("", {"READ": "r3"}, ("READ", "r2", "ZERO", "r4"), False),
+    ),
+}
+"""Hand-written programs for three hard tasks with the modules once (Sec. 9 of the chapter; ListK's
+is listk_program), read by `hard_program`."""
+
+
+@checks(task=OneOf(*HARD_PROGRAMS), spec=Instance(NRAMSpec))
+def hard_program(task: str, spec: NRAMSpec) -> Callable:
+    """The policy of HARD_PROGRAMS[task]: the first phase whose register tests zero, else the last.
+    Needs R >= 4 (registers past r4 keep their values) and the standard modules; a phase that names
+    no WRITE writes 0 into cell 0, which every task reads only at its first timestep."""
+    if spec.registers < 4:
+        raise ValueError(f"hard_program needs at least 4 registers, got {spec.registers}")
+    kept = tuple(f"r{i}" for i in range(5, spec.registers + 1))
+    phases = [
+        (
+            int(when[1:]) - 1 if when else None,
+            jnp.asarray(
+                program_logits(spec, {"WRITE": ("ZERO", "ZERO"), **gates}, registers + kept, stop)
+            ),
+        )
+        for when, gates, registers, stop in HARD_PROGRAMS[task]
+    ]
+
+    def policy(bits, carry):
+        logits = phases[-1][1]
+        for register, phase in reversed(phases[:-1]):
+            logits = jnp.where(bits[..., register : register + 1] > 0.5, phase, logits)
+        return logits, carry
 
     return policy
 

@@ -906,40 +906,6 @@ def test_hand_written_swap_program_solves_swap_on_both_machines():
     assert 0.4 < e["error"] <= 0.5
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("task", ["permutation", "listk", "listsearch", "walkbst"])
-def test_hand_written_hard_programs_solve_their_tasks_on_both_machines(task):
-    """An independent check of the hard tasks' layouts (Appendix A) and of HARD_CONFIGS' timesteps:
-    programs written from the tasks' descriptions, exact at Table 1's lengths on both machines."""
-    config = N.HARD_CONFIGS[task]
-    for registers in (4, 5):
-        wide = dataclasses.replace(config, registers=registers)
-        program = N.PolicyController(N.hard_program(task, wide.spec()))
-        for n in (1, 2, config.max_difficulty):
-            e = N.evaluate(program, wide, n, examples=100, seed=n)
-            assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1, (n, e)
-    # with one timestep fewer than the spare ones (the chapter: one for Permutation and ListSearch,
-    # two for ListK) some examples of the top length are unfinished; WalkBST's longest paths, which
-    # leave it one, are too rare in a random tree to be drawn here
-    spare = {"permutation": 1, "listk": 2, "listsearch": 1}
-    if task in spare:
-        short = dataclasses.replace(config, timesteps=config.timesteps - spare[task] - 1)
-        e = N.evaluate(
-            N.PolicyController(N.hard_program(task, short.spec())),
-            short,
-            config.max_difficulty,
-            examples=100,
-        )
-        assert e["error"] > 0 and e["error_discrete"] > 0
-
-
-def test_hard_program_refuses_what_it_cannot_run():
-    with pytest.raises(ValueError, match="task"):
-        N.hard_program("merge", N.HARD_CONFIGS["merge"].spec())
-    with pytest.raises(ValueError, match="at least 4 registers"):
-        N.hard_program("listk", N.NRAMSpec(N.MODULES, 3))
-
-
 def test_program_logits_names_the_gates_of_repeated_modules():
     """The gate "READ:2" is the second READ (position 14 of the modules twice), "ADD" the first ADD:
     the chosen logit of each gate's input sits where circuit_layout puts that gate and value."""
@@ -1022,6 +988,74 @@ def test_hand_written_listk_program_solves_every_length_up_to_50():
     _assert_exact_on_both_machines(N.listk_program(config.spec()), config, (1, 10))
     with pytest.raises(ValueError, match="at least 4 registers"):
         N.listk_program(N.NRAMSpec(registers=3))
+
+
+def _walk(tape, node, steps):
+    """The nodes met from `node` following tape[node + step] for each step (a list's next pointer
+    is step 0, a tree's children steps 1 and 2)."""
+    nodes = [int(node)]
+    for step in steps:
+        nodes.append(int(tape[nodes[-1] + step]))
+    return nodes
+
+
+def test_hand_written_permutation_program_with_the_modules_once():
+    """The discretised machine writes A[P[i]] into cell i + 1 for every n up to 50 (tape 101, 2n + 1
+    timesteps: it never stops); the fuzzy machine agrees at Table 1's lengths."""
+    lengths = np.arange(1, 51)
+    for registers in (4, 5):
+        spec = N.NRAMSpec(registers=registers)
+        batch = N.make_batch("permutation", lengths, 101, np.random.default_rng(registers))
+        memory, steps = _discrete_runs(spec, N.hard_program("permutation", spec), batch, 101)
+        for n, tape, out, t in zip(lengths, batch.memory, memory, steps):
+            P, A = tape[1 : n + 1], tape[n + 1 : 2 * n + 1]
+            assert np.array_equal(out[1 : n + 1], A[P]) and t == 101, (registers, n)
+        short = N.make_batch("permutation", [6] * 20, 13, np.random.default_rng(0))
+        memory, _ = _discrete_runs(spec, N.hard_program("permutation", spec), short, 12)
+        assert np.any((memory != short.target) & short.mask)  # 2n + 1 = 13 timesteps are needed
+    config = N.HARD_CONFIGS["permutation"]
+    _assert_exact_on_both_machines(N.hard_program("permutation", config.spec()), config, (1, 6))
+
+
+def test_hand_written_listsearch_program_stops_at_the_first_match():
+    """The discretised machine puts into cell 2 the address of the first node, from cell 0 on,
+    whose value is cell 1's, and stops after 2j + 4 timesteps for a match at the j-th node."""
+    lengths = np.arange(1, 51)
+    for registers in (4, 6):
+        spec = N.NRAMSpec(registers=registers)
+        batch = N.make_batch("listsearch", lengths, 103, np.random.default_rng(registers))
+        memory, steps = _discrete_runs(spec, N.hard_program("listsearch", spec), batch, 110)
+        for n, tape, out, t in zip(lengths, batch.memory, memory, steps):
+            nodes = _walk(tape, tape[0], [0] * (n - 1))
+            j = next(i for i, node in enumerate(nodes) if tape[node + 1] == tape[1])
+            assert out[2] == nodes[j] and t == 2 * j + 4, (registers, n)
+    config = N.HARD_CONFIGS["listsearch"]
+    _assert_exact_on_both_machines(N.hard_program("listsearch", config.spec()), config, (1, 6))
+
+
+def test_hand_written_walkbst_program_walks_the_path():
+    """The discretised machine puts into cell 1 the key at the end of the path of cells 2.. (1 left,
+    2 right, 0 its end) from the root in cell 0, and stops after 2k + 3 timesteps for k steps."""
+    lengths = np.arange(1, 51)
+    spec = N.NRAMSpec(registers=4)
+    batch = N.make_batch("walkbst", lengths, 203, np.random.default_rng(1))
+    memory, steps = _discrete_runs(spec, N.hard_program("walkbst", spec), batch, 110)
+    longest = 0
+    for tape, out, t in zip(batch.memory, memory, steps):
+        k = int(np.argmax(tape[2:] == 0))
+        end = _walk(tape, tape[0], tape[2 : 2 + k])[-1]
+        assert out[1] == tape[end] and t == 2 * k + 3, k
+        longest = max(longest, k)
+    assert longest >= 6  # walks of many steps among them
+    config = N.HARD_CONFIGS["walkbst"]
+    _assert_exact_on_both_machines(N.hard_program("walkbst", config.spec()), config, (1, 10))
+
+
+def test_hard_program_refuses_what_it_cannot_run():
+    with pytest.raises(ValueError, match="task"):
+        N.hard_program("merge", N.HARD_CONFIGS["merge"].spec())
+    with pytest.raises(ValueError, match="at least 4 registers"):
+        N.hard_program("listsearch", N.NRAMSpec(registers=3))
 
 
 def test_time_machines_times_both_machines_and_rejects_bad_budgets():
