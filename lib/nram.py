@@ -1005,7 +1005,10 @@ def controller_text(controller: nnx.Module) -> str:
 @checks(config=Instance(TrainConfig), text=Instance(str, what="the text of controller_text"))
 def load_controller(config: TrainConfig, text: str) -> nnx.Module:
     """The controller of `config` with the parameters that `controller_text` wrote."""
-    graphdef, params, rest = nnx.split(make_controller(config, nnx.Rngs(0)), nnx.Param, ...)
+    # the structure only (nnx.eval_shape): initialising a controller of a new shape compiles a
+    # dozen small XLA programs, about a second, for parameters that are overwritten anyway
+    abstract = nnx.eval_shape(lambda: make_controller(config, nnx.Rngs(0)))
+    graphdef, params, rest = nnx.split(abstract, nnx.Param, ...)
     leaves, treedef = jax.tree.flatten(params)
     try:
         with np.load(io.BytesIO(base64.b64decode(text, validate=True))) as saved:
@@ -1590,7 +1593,9 @@ def evaluate(
 
 # %% book/nram.md
 # compiled once per machine and tape length, for every call of `trace`
-_discrete_step = jax.jit(discrete_step, static_argnums=0)
+_discrete_step = jax.jit(  # a step runs once per call: the lowest optimisation compiles faster
+    discrete_step, static_argnums=0, compiler_options={"xla_backend_optimization_level": 0}
+)
 
 
 @checks(spec=Instance(NRAMSpec), policy=Function(), memory=Array(ndim=1), timesteps=Int(1))
