@@ -2242,7 +2242,12 @@ HARD_TABLE1 = {  # Table 1's hard tasks: name, training error as printed, and as
     "walkbst": ("WalkBST", "0.3%", 0.003),
 }
 HARD_PARTS = {  # the hard tasks' runs at Table 1's lengths in results/nram/, nram-hard.<piece>.json
-    "permutation": ("permutation", "permutation-init4", "permutation-repeats2"),
+    "permutation": (
+        "permutation",
+        "permutation-init4",
+        "permutation-repeats2",
+        "permutation-lstm-finish3",
+    ),
     "listk": ("listk", "listk-init4", "listk-lstm-finish3"),
     "listsearch": ("listsearch", "listsearch-init4", "listsearch-lstm-finish3"),
     "merge": ("merge",),
