@@ -2251,7 +2251,7 @@ HARD_PARTS = {  # the hard tasks' runs at Table 1's lengths in results/nram/, nr
     "listk": ("listk", "listk-init4", "listk-lstm-finish3"),
     "listsearch": ("listsearch", "listsearch-init4", "listsearch-lstm-finish3"),
     "merge": ("merge",),
-    "walkbst": ("walkbst", "walkbst-lstm-finish3"),
+    "walkbst": ("walkbst", "walkbst-lstm-finish3", "walkbst-lstm-finish3-seeds8-15"),
 }
 
 
