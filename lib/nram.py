@@ -1915,17 +1915,24 @@ def time_machines(
 
 
 # %% book/nram.md
-@checks(task=OneOf(*TASKS), part=Instance(str), seed=Int(0))
-def stored_controller(task: str, part: str, seed: int, results_dir=None) -> nnx.Module:
-    """The controller that results/nram/nram.<part>.json keeps for `task` and `seed` (the one
-    row of that task and seed; results_dir as for require_results)."""
-    record = require_results("nram", "nram", part=part, results_dir=results_dir)
+@checks(
+    task=OneOf(*TASKS),
+    part=Instance(str),
+    seed=Int(0),
+    experiment=OneOf("nram", "nram-hard"),
+)
+def stored_controller(
+    task: str, part: str, seed: int, results_dir=None, experiment: str = "nram"
+) -> nnx.Module:
+    """The controller that results/nram/<experiment>.<part>.json keeps for `task` and `seed` (the
+    one row of that task and seed; results_dir as for require_results)."""
+    record = require_results("nram", experiment, part=part, results_dir=results_dir)
     rows = [r for r in record["rows"] if (r["task"], r["seed"]) == (task, seed)]
     if len(rows) != 1:
         have = sorted({(r["task"], r["seed"]) for r in record["rows"]})
         raise ValueError(
-            f"nram.{part}.json has {len(rows)} rows of task {task!r} and seed {seed} (need one); "
-            f"its rows: {have}"
+            f"{experiment}.{part}.json has {len(rows)} rows of task {task!r} and seed {seed} "
+            f"(need one); its rows: {have}"
         )
     return load_controller(TrainConfig(**rows[0]["train_config"]), rows[0]["controller"])
 
@@ -2349,16 +2356,23 @@ def run_nram_hard(config: dict) -> list:
     """The hard tasks: for each task and setting (TrainConfig fields changed from HARD_CONFIGS), all
     seeds trained side by side (train_nram_seeds); per run the error at the training complexities
     (uniform on 1..max), the discretised machine's, and Figure 3's points ("train_seconds": the
-    side-by-side training's wall time over the number of seeds)."""
+    side-by-side training's wall time over the number of seeds).
+    A setting may also hold "init_from": {"part": P, "seed": S}: its runs then start from the
+    controller that results/nram/nram-hard.P.json keeps for the task and seed S (train_nram's
+    `init`), to train it further under the rest of the setting."""
     rows = []
     for task in config["tasks"]:
         for setting in config["settings"]:
-            train = dataclasses.replace(HARD_CONFIGS[task], steps=config["steps"], **setting)
+            fields = {k: v for k, v in setting.items() if k != "init_from"}
+            train = dataclasses.replace(HARD_CONFIGS[task], steps=config["steps"], **fields)
             seeds = [int(s) for s in config["seeds"]]
 
             def unit(checkpoint_dir, task=task, setting=setting, train=train, seeds=seeds):
+                init = None
+                if "init_from" in setting:
+                    init = stored_controller(task, **setting["init_from"], experiment="nram-hard")
                 runs = []
-                for run, result in _side_by_side(train, seeds, checkpoint_dir):
+                for run, result in _side_by_side(train, seeds, checkpoint_dir, init=init):
                     top, curve = _evaluations(
                         result.controller,
                         run,

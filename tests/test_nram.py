@@ -647,6 +647,49 @@ def test_nram_hard_experiment_end_to_end():
 
 
 @pytest.mark.slow
+def test_nram_hard_setting_init_from_starts_from_a_stored_hard_controller(tmp_path, monkeypatch):
+    """run_nram_hard's setting "init_from" starts every seed from the controller that
+    results/nram/nram-hard.<part>.json keeps (stored_controller with experiment "nram-hard"):
+    runs whose steps hardly move the parameters end at it; the easy tasks' file is not read."""
+    config = dataclasses.replace(N.HARD_CONFIGS["permutation"], hidden=16)
+    stored = N.make_controller(config, nnx.Rngs(11))
+    row = {"train_config": dataclasses.asdict(config), "controller": N.controller_text(stored)}
+    folder = tmp_path / "nram"
+    folder.mkdir()
+    record = {"rows": [{"task": "permutation", "seed": 5, **row}]}
+    (folder / "nram-hard.donor.json").write_text(json.dumps(record))
+    monkeypatch.setenv("LIB_RESULTS_DIR", str(tmp_path))
+    got = N.stored_controller("permutation", "donor", 5, experiment="nram-hard")
+    assert N.controller_text(got) == N.controller_text(stored)
+    with pytest.raises(FileNotFoundError, match="nram.donor.json is missing"):
+        N.stored_controller("permutation", "donor", 5)
+    with pytest.raises(ValueError, match=r"nram-hard.donor.json has 0 rows .* seed 4"):
+        N.stored_controller("permutation", "donor", 4, experiment="nram-hard")
+    setting = {
+        "hidden": 16,
+        "learning_rate": 1e-9,
+        "noise_eta": 0.0,
+        "init_from": {"part": "donor", "seed": 5},
+    }
+    rows = N.run_nram_hard(
+        {
+            "tasks": ["permutation"],
+            "seeds": [0, 1],
+            "settings": [setting],
+            "steps": 20,
+            "figure3": [8],
+            "test_examples": 10,
+        }
+    )
+    assert [r["seed"] for r in rows] == [0, 1]
+    for row in rows:
+        assert row["setting"] == setting and row["train_config"]["learning_rate"] == 1e-9
+        kept = N.load_controller(N.TrainConfig(**row["train_config"]), row["controller"])
+        for x, y in zip(_params(kept), _params(stored)):
+            np.testing.assert_allclose(x, y, atol=1e-6)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [0, 2])
 def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path, extra):
     """Checkpoints every 60 steps, interrupted at step 150: resumed from step 120, the same
