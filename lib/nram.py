@@ -2263,6 +2263,7 @@ HARD_PARTS = {  # the hard tasks' runs at Table 1's lengths in results/nram/, nr
         "walkbst-lstm-finish3",
         "walkbst-lstm-finish3-seeds8-15",
         "walkbst-lstm-finish3-from-seed12",  # the best seed trained on, at a tenth of the rate
+        "walkbst-lstm-finish3-from-seed12-lr1e-2",  # ... and at the rate itself, the control
     ),
 }
 
