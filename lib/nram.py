@@ -1937,6 +1937,20 @@ def stored_controller(
     return load_controller(TrainConfig(**rows[0]["train_config"]), rows[0]["controller"])
 
 
+def _split_setting(setting: dict, experiment: str) -> tuple[dict, Callable]:
+    """An experiment's setting as (the TrainConfig fields it changes, init(task)): init gives the
+    controller that its "init_from" {"part": P, "seed": S} names in results/nram/<experiment>.P.json
+    (stored_controller), or None if it names none."""
+    fields = {k: v for k, v in setting.items() if k != "init_from"}
+
+    def init(task: str) -> nnx.Module | None:
+        if "init_from" not in setting:
+            return None
+        return stored_controller(task, **setting["init_from"], experiment=experiment)
+
+    return fields, init
+
+
 def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
     """What a results row keeps of one training run: its configuration, curriculum, history and the
     selected controller."""
@@ -2002,7 +2016,7 @@ def run_nram(config: dict) -> list:
     rounding; "train_seconds" the time of all over their number), a row per seed as before."""
     configs = {"book": BOOK_CONFIGS, "paper": NRAM_CONFIGS}[config["scale"]]
     setting = config.get("setting") or {}
-    fields = {k: v for k, v in setting.items() if k != "init_from"}
+    fields, init = _split_setting(setting, "nram")
     label = f" {json.dumps(setting, sort_keys=True)}" if setting else ""
 
     def row(task, train, result):
@@ -2019,9 +2033,6 @@ def run_nram(config: dict) -> list:
             "agreement_at_max_length": top["agreement"],
             "generalisation": tests,
         }
-
-    def init(task):
-        return stored_controller(task, **setting["init_from"]) if "init_from" in setting else None
 
     rows = []
     for task in config["tasks"]:
@@ -2369,16 +2380,15 @@ def run_nram_hard(config: dict) -> list:
     rows = []
     for task in config["tasks"]:
         for setting in config["settings"]:
-            fields = {k: v for k, v in setting.items() if k != "init_from"}
+            fields, init = _split_setting(setting, "nram-hard")
             train = dataclasses.replace(HARD_CONFIGS[task], steps=config["steps"], **fields)
             seeds = [int(s) for s in config["seeds"]]
 
-            def unit(checkpoint_dir, task=task, setting=setting, train=train, seeds=seeds):
-                init = None
-                if "init_from" in setting:
-                    init = stored_controller(task, **setting["init_from"], experiment="nram-hard")
+            def unit(
+                checkpoint_dir, task=task, setting=setting, train=train, seeds=seeds, init=init
+            ):
                 runs = []
-                for run, result in _side_by_side(train, seeds, checkpoint_dir, init=init):
+                for run, result in _side_by_side(train, seeds, checkpoint_dir, init=init(task)):
                     top, curve = _evaluations(
                         result.controller,
                         run,
