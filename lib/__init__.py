@@ -13,13 +13,20 @@ imported on first use, so `import lib` stays light:
     nram       neural random-access machines: gates on distributions, fuzzy and discretised
                machines, tasks
     dgp        deep Gaussian processes, doubly stochastic variational inference
+
+The reproduction record of a paper (its experiments for `python -m lib`, the paper's tables, the
+claims of the scorecard) is a module of its own, generated from the paper's reproduction report
+(book/<paper>_report.md); no method module imports it:
+
+    ebp_report     Table 1, AROW, the deeper network and MNIST for expectation backpropagation
 """
 
 import importlib
 
 __version__ = "0.1.0"
 
-MODULES = ("data", "toolkit", "darn", "partition", "ebp", "nram", "dgp")
+REPORTS = ("ebp_report",)  # the record modules, generated from the reproduction reports
+MODULES = ("data", "toolkit", "darn", "partition", "ebp", "nram", "dgp", *REPORTS)
 __all__ = ["__version__", *MODULES]
 
 

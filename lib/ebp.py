@@ -4,14 +4,14 @@
 
 Mean-field networks of binary or real weights with sign units: the forward pass of means and
 variances, the EBP update, the EBP-P and EBP-D predictors, sparse inputs, the backpropagation
-baselines, and the text and MNIST experiments of Table 1.
+baselines (backpropagation and AROW) and the folds of the text benchmark. The paper-scale
+experiments and the claims are lib.ebp_report.
 """
 
 # %% book/ebp.md
 from __future__ import annotations
 
 import math
-import time
 from functools import partial
 from typing import NamedTuple, Sequence
 
@@ -22,9 +22,7 @@ from jax.scipy.special import log_ndtr
 
 from lib.toolkit import Array, Float, Function, Instance, Int, Key, Maybe, NonFiniteError, OneOf
 from lib.toolkit import Bool, Progress, checks
-from lib.toolkit import check_array, note_restored, restore_checkpoint, run_unit, save_checkpoint
-from lib.toolkit import experiment as _experiment
-from lib.toolkit import mnist_arrays
+from lib.toolkit import check_array, note_restored, restore_checkpoint, save_checkpoint
 
 
 # %% book/ebp.md
@@ -101,6 +99,7 @@ def sparse_batches(x, order, batch_size: int) -> SparseRows:
     return SparseRows(*(jnp.asarray(out[name]) for name in ("idx", "val", "row")), batch_size)
 
 
+# %% book/ebp.md
 def check_inputs(x, name: str = "x"):
     """Dense inputs -> a float32 jax array; scipy.sparse -> CSR (float64 values kept on the
     host)."""
@@ -379,6 +378,7 @@ def _as_device(x):
     return x if isinstance(x, jax.Array) else sparse_rows(x)
 
 
+# %% book/ebp.md
 @checks(
     net=Instance(EBPNet),
     key=Key(),
@@ -416,8 +416,7 @@ def online_passes(
     if y.shape[1] != net.fields[-1].shape[0]:
         raise ValueError(
             f"y (the labels) has {y.shape[1]} columns but the network has "
-            f"{net.fields[-1].shape[0]} "
-            "outputs"
+            f"{net.fields[-1].shape[0]} outputs"
         )
     if batch_size > x.shape[0]:
         raise ValueError(f"batch_size ({batch_size}) must not exceed the {x.shape[0]} rows of x")
@@ -460,6 +459,7 @@ def online_passes(
     return net, history
 
 
+# %% book/ebp.md
 @checks(
     net=Instance(EBPNet),
     key=Key(),
@@ -562,6 +562,7 @@ def bp_update(net: EBPNet, x, y, lr: float, loss: str) -> EBPNet:
     return EBPNet(tuple(fields), tuple(b - lr * g for b, g in zip(net.biases, g_net.biases)))
 
 
+# %% book/ebp.md
 @checks(
     net=Instance(EBPNet),
     key=Key(),
@@ -614,55 +615,6 @@ def train_bp(
 
 
 # %% book/ebp.md
-PAPER_TABLE1 = {  # test error % (Table 1, 8-fold cross-validation, best of three epochs)
-    "reuters_I654_I65": {
-        "Real EBP-D": 14.5,
-        "Real EBP-P": 11.35,
-        "Binary EBP-D": 21.7,
-        "Binary EBP-P": 9.95,
-        "BP": 11.72,
-        "AROW": 13.3,
-        "Clipped BP": 26.15,
-    },
-    "reuters_I81_I83": {
-        "Real EBP-D": 15.65,
-        "Real EBP-P": 15.25,
-        "Binary EBP-D": 23.15,
-        "Binary EBP-P": 16.4,
-        "BP": 15.27,
-        "AROW": 18.2,
-        "Clipped BP": 26.4,
-    },
-    "20News_comp": {
-        "Real EBP-D": 5.06,
-        "Real EBP-P": 4.96,
-        "Binary EBP-D": 7.54,
-        "Binary EBP-P": 4.44,
-        "BP": 5.79,
-        "AROW": 7.02,
-        "Clipped BP": 13.07,
-    },
-    "apparel_books": {
-        "Real EBP-D": 2.14,
-        "Real EBP-P": 2.09,
-        "Binary EBP-D": 2.45,
-        "Binary EBP-P": 2.01,
-        "BP": 2.24,
-        "AROW": 2.96,
-        "Clipped BP": 3.81,
-    },
-    "apparel_dvd": {
-        "Real EBP-D": 2.06,
-        "Real EBP-P": 2.14,
-        "Binary EBP-D": 5.72,
-        "Binary EBP-P": 2.27,
-        "BP": 2.63,
-        "AROW": 2.94,
-        "Clipped BP": 5.15,
-    },
-}
-
-
 @checks(n=Int(1), fold=Int(0), n_folds=Int(2))
 def fold_indices(n: int, fold: int, n_folds: int = 8):
     """The authors' contiguous folds: test rows round(fold n / K) .. round((fold + 1) n / K) - 1
@@ -671,133 +623,6 @@ def fold_indices(n: int, fold: int, n_folds: int = 8):
         raise ValueError(f"fold must be in 0..{n_folds - 1}, got {fold}")
     test = np.arange(round(fold * n / n_folds), round((fold + 1) * n / n_folds))
     return np.setdiff1d(np.arange(n), test), test
-
-
-@_experiment(
-    "ebp-text",
-    chapter="ebp",
-    lists=("hidden",),  # a width, or the widths of the hidden layers
-    book={
-        "tasks": list(PAPER_TABLE1),
-        "folds": [0],
-        "hidden": 120,
-        "epochs": 3,
-        "batch_size": 10,
-        "bp_losses": ["ce"],
-        "bp_learning_rates": [0.01, 0.1],
-        "seed": 0,
-    },
-    paper={
-        "tasks": list(PAPER_TABLE1),
-        "folds": list(range(8)),
-        "hidden": 120,
-        "epochs": 3,
-        "batch_size": 10,
-        "bp_losses": ["ce", "mse"],
-        "bp_learning_rates": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3],
-        "seed": 0,
-    },
-)
-def run_ebp_text(config: dict) -> list:
-    """Table 1: Real / Binary EBP (-D, -P) and BP (the losses `bp_losses` of "ce" and "mse", a
-    learning-rate scan, and sign-clipped) on the text tasks, M -> hidden -> 1 with biases (hidden: a
-    width, or a list of widths for a deeper network), per fold and epoch."""
-    from lib.data import load_ebp
-
-    unknown = [loss for loss in config["bp_losses"] if loss not in ("ce", "mse")]
-    if unknown:
-        raise ValueError(f"bp_losses must hold 'ce' and/or 'mse', got {config['bp_losses']!r}")
-    rows = []
-    for task in config["tasks"]:
-        data = load_ebp(task)
-        x, y = check_inputs(data.x), np.asarray(data.y)
-        hidden = config["hidden"] if isinstance(config["hidden"], list) else [config["hidden"]]
-        sizes = [x.shape[1], *hidden, 1]
-        for fold in config["folds"]:
-            train, test = fold_indices(len(y), fold)
-            key = jax.random.key(config["seed"] * 1000 + fold)
-            common = dict(
-                epochs=config["epochs"],
-                batch_size=config["batch_size"],
-                x_test=x[test],
-                y_test=y[test],
-            )
-            runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
-            runs += [
-                (f"BP {loss} {lr:g}", partial(train_bp, loss=loss, lr=lr))
-                for loss in config["bp_losses"]
-                for lr in config["bp_learning_rates"]
-            ]
-            for method, train_fn in runs:
-
-                def unit(checkpoint_dir, method=method, train_fn=train_fn):
-                    began = time.perf_counter()
-                    _, history = train_fn(
-                        init_ebp(jax.random.fold_in(key, 1), sizes),
-                        x[train],
-                        y[train],
-                        jax.random.fold_in(key, 2),
-                        checkpoint_dir=checkpoint_dir,
-                        **common,
-                    )
-                    seconds = time.perf_counter() - began
-                    return [
-                        {
-                            "task": task,
-                            "fold": fold,
-                            "method": method,
-                            **h,
-                            "seconds_per_epoch": seconds / config["epochs"],
-                        }
-                        for h in history
-                    ]
-
-                rows += run_unit(f"{task} fold {fold} {method}", unit)
-    return rows
-
-
-def summarise_ebp_text(rows: list) -> dict:
-    """{task: {column: (error %, standard error %, folds)}} as in Table 1: the error of each fold
-    averaged over folds at each epoch, the best epoch kept; BP is the best (loss, learning rate) by
-    that measure, and Clipped BP its sign-clipped copy; AROW the best regulariser r. Columns whose
-    methods have no rows are left out."""
-    out = {}
-    for task in dict.fromkeys(r["task"] for r in rows):
-        mine = [r for r in rows if r["task"] == task]
-        table = {}
-
-        def best(method, column):
-            by_epoch = {}
-            for r in mine:
-                if r["method"] == method:
-                    by_epoch.setdefault(r["epoch"], []).append(100 * r[column])
-            epoch = min(by_epoch, key=lambda e: np.mean(by_epoch[e]))
-            e = np.asarray(by_epoch[epoch])
-            return (
-                float(e.mean()),
-                float(e.std(ddof=1) / math.sqrt(len(e))) if len(e) > 1 else float("nan"),
-                len(e),
-            )
-
-        methods = list(dict.fromkeys(r["method"] for r in mine))
-        for kind in ("Real", "Binary"):
-            for out_kind in ("D", "P"):
-                if f"{kind} EBP" in methods:
-                    table[f"{kind} EBP-{out_kind}"] = best(f"{kind} EBP", f"EBP-{out_kind}")
-        bp = [m for m in methods if m.startswith("BP ")]
-        if bp:
-            chosen = min(bp, key=lambda m: best(m, "BP")[0])
-            table["BP"], table["Clipped BP"], table["BP setting"] = (
-                best(chosen, "BP"),
-                best(chosen, "clipped BP"),
-                chosen,
-            )
-        arow = [m for m in methods if m.startswith("AROW ")]
-        if arow:
-            chosen = min(arow, key=lambda m: best(m, "AROW")[0])
-            table["AROW"], table["AROW setting"] = best(chosen, "AROW"), chosen
-        out[task] = table
-    return out
 
 
 # %% book/ebp.md
@@ -864,248 +689,6 @@ def arow_error(mu, x, y) -> float:
         raise ValueError(f"mu has shape {w.shape} for {x.shape[1]} features")
     score = x @ w[: x.shape[1]] + (w[-1] if len(w) > x.shape[1] else 0.0)
     return float(np.mean(np.where(score >= 0, 1.0, -1.0) != labels))
-
-
-@_experiment(
-    "ebp-arow",
-    chapter="ebp",
-    book={"tasks": list(PAPER_TABLE1), "folds": [0], "epochs": 3, "r": [1.0, 100.0]},
-    paper={
-        "tasks": list(PAPER_TABLE1),
-        "folds": list(range(8)),
-        "epochs": 3,
-        "r": [0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 1e4, 1e5, 1e6],
-    },
-)
-def run_ebp_arow(config: dict) -> list:
-    """Table 1's AROW column: diagonal AROW for each regulariser r on the folds of the text tasks,
-    the test error after each epoch (rows like run_ebp_text's, method "AROW r=<r>")."""
-    from lib.data import load_ebp
-
-    rows = []
-    for task in config["tasks"]:
-        data = load_ebp(task)
-        x, y = check_inputs(data.x), np.asarray(data.y)
-        for fold in config["folds"]:
-            train, test = fold_indices(len(y), fold)
-            for r in config["r"]:
-
-                def unit(checkpoint_dir, r=r):
-                    began = time.perf_counter()
-                    _, _, history = train_arow(
-                        x[train],
-                        y[train],
-                        r=r,
-                        epochs=config["epochs"],
-                        x_test=x[test],
-                        y_test=y[test],
-                    )
-                    seconds = time.perf_counter() - began
-                    return [
-                        {
-                            "task": task,
-                            "fold": fold,
-                            "method": f"AROW r={r:g}",
-                            **h,
-                            "seconds_per_epoch": seconds / config["epochs"],
-                        }
-                        for h in history
-                    ]
-
-                rows += run_unit(f"{task} fold {fold} AROW r={r:g}", unit)
-    return rows
-
-
-# %% book/ebp.md
-@_experiment(
-    "ebp-mnist",
-    chapter="ebp",
-    book={"hidden": [[200]], "epochs": 3, "bp_learning_rates": [0.1], "seed": 0},
-    paper={
-        "hidden": [[1000], [500, 500]],
-        "epochs": 20,
-        "bp_learning_rates": [0.01, 0.03, 0.1],
-        "seed": 0,
-    },
-)
-def run_ebp_mnist(config: dict) -> list:
-    """MNIST with one output per class: 784 -> hidden... -> 10 (each entry of `hidden` a list of
-    widths), Real and Binary EBP and BP (cross-entropy per output, one row per learning rate),
-    minibatches of 10; per epoch, the test error on the 10,000 test images."""
-    (x, labels), (x_test, labels_test) = mnist_arrays("train"), mnist_arrays("test")
-    x, y, x_test, y_test = (
-        jnp.asarray(x),
-        one_vs_rest(labels, 10),
-        jnp.asarray(x_test),
-        one_vs_rest(labels_test, 10),
-    )
-    rows = []
-    for hidden in config["hidden"]:
-        key = jax.random.key(config["seed"])
-        runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
-        runs += [
-            (f"BP ce {lr:g}", partial(train_bp, loss="ce", lr=lr))
-            for lr in config["bp_learning_rates"]
-        ]
-        for method, train_fn in runs:
-
-            def unit(checkpoint_dir, hidden=hidden, method=method, train_fn=train_fn, key=key):
-                began = time.perf_counter()
-                _, history = train_fn(
-                    init_ebp(jax.random.fold_in(key, 1), [x.shape[1], *hidden, 10]),
-                    x,
-                    y,
-                    jax.random.fold_in(key, 2),
-                    epochs=config["epochs"],
-                    batch_size=10,
-                    x_test=x_test,
-                    y_test=y_test,
-                    checkpoint_dir=checkpoint_dir,
-                )
-                seconds = time.perf_counter() - began
-                return [
-                    {
-                        "hidden": list(hidden),
-                        "method": method,
-                        **h,
-                        "seconds_per_epoch": seconds / config["epochs"],
-                    }
-                    for h in history
-                ]
-
-            rows += run_unit(f"{'-'.join(map(str, hidden))} {method}", unit)
-    return rows
-
-
-# %% book/ebp.md
-from lib.toolkit import Claim
-
-_TEXT_FILES = ("results/ebp/ebp-text.small.json", "results/ebp/ebp-text.amazon.json")
-_AROW_FILE = "results/ebp/ebp-arow.json"
-_TASK_NAMES = {
-    "reuters_I654_I65": "Reuters I6",
-    "reuters_I81_I83": "Reuters I8",
-    "20News_comp": "20News comp",
-    "apparel_books": "Amazon books",
-    "apparel_dvd": "Amazon DVD",
-}
-
-
-def _table1(records: dict, files=_TEXT_FILES) -> dict:
-    """summarise_ebp_text over the rows of `files` in `records` (Section 8)."""
-    return summarise_ebp_text([row for f in files for row in records[f]["rows"]])
-
-
-def _table1_claim(task: str, column: str) -> Claim:
-    expect, note = "reproduced", ""
-    if (task, column) == ("apparel_dvd", "Binary EBP-D"):
-        expect, note = (
-            "not reproduced",
-            "ours is better than the paper's by more than the tolerance",
-        )
-    if (task, column) == ("reuters_I81_I83", "BP"):
-        expect, note = (
-            "not reproduced",
-            "our tuned BP is worse than the paper's (six learning rates, two losses)",
-        )
-    return Claim(
-        "ebp",
-        "Table 1",
-        f"{_TASK_NAMES[task]} {column}",
-        "test error %, 8 folds, best of 3 epochs",
-        PAPER_TABLE1[task][column],
-        tolerance=2.0,
-        sources=_TEXT_FILES,
-        section="ebp#ebp-table1",
-        ours=lambda r: _table1(r)[task][column][0],
-        expect=expect,
-        note=note,
-    )
-
-
-def _ranking(kind: str, files=_TEXT_FILES, **kw) -> Claim:
-    return Claim(
-        "ebp",
-        kw.pop("where", "Table 1, Sec. 5"),
-        kw.pop("item", f"{kind} EBP-P ≤ BP, all tasks"),
-        "smallest margin BP − EBP-P over the tasks (points)",
-        "EBP-P better than BP",
-        target=0.0,
-        direction="at least",
-        sources=files,
-        section="ebp#ebp-table1",
-        ours=lambda r: min(t["BP"][0] - t[f"{kind} EBP-P"][0] for t in _table1(r, files).values()),
-        **kw,
-    )
-
-
-def _beats_arow(kind: str) -> Claim:
-    return Claim(
-        "ebp",
-        "Sec. 5",
-        f"{kind} EBP-P ≤ AROW, all tasks",
-        "smallest margin AROW − EBP-P over the tasks (points)",
-        "EBP-P better than AROW",
-        target=0.0,
-        direction="at least",
-        sources=(*_TEXT_FILES, _AROW_FILE),
-        section="ebp#ebp-arow",
-        ours=lambda r: min(
-            arow["AROW"][0] - _table1(r)[task][f"{kind} EBP-P"][0]
-            for task, arow in _table1(r, (_AROW_FILE,)).items()
-        ),
-        expect="not reproduced",
-        note="our diagonal AROW is ahead of EBP-P on the two Amazon review tasks"
-        + (" and of Binary EBP-P on Reuters I8" if kind == "Binary" else ""),
-    )
-
-
-CLAIMS = [
-    *(
-        _table1_claim(task, column)
-        for task in PAPER_TABLE1
-        for column in ("Real EBP-D", "Real EBP-P", "Binary EBP-D", "Binary EBP-P", "BP")
-    ),
-    _ranking("Real"),
-    _ranking("Binary"),
-    *(
-        _ranking(
-            kind,
-            ("results/ebp/ebp-text.deep8-small.json",),
-            where="Sec. 5, appendix E.2",
-            item=f"3 layers: {kind} EBP-P ≤ BP (Reuters I6, I8, 20News)",
-        )
-        for kind in ("Real", "Binary")
-    ),
-    *(
-        Claim(
-            "ebp",
-            "Table 1",
-            f"{_TASK_NAMES[task]} AROW",
-            "test error %, 8 folds, best of 3 epochs and of r",
-            PAPER_TABLE1[task]["AROW"],
-            tolerance=2.0,
-            sources=(_AROW_FILE,),
-            section="ebp#ebp-arow",
-            ours=lambda r, task=task: _table1(r, (_AROW_FILE,))[task]["AROW"][0],
-        )
-        for task in PAPER_TABLE1
-    ),
-    _beats_arow("Real"),
-    _beats_arow("Binary"),
-    *(
-        Claim(
-            "ebp",
-            "Table 1",
-            f"{name} Binary EBP-P",
-            "test error %",
-            value,
-            expect="not run",
-            note="the authors' repository ships this task's data, the book's data folder does not",
-        )
-        for name, value in (("Spam d0", 0.76), ("Spam d1", 0.96), ("20News elec vs med", 2.08))
-    ),
-]
 
 
 # %% book/ebp.md

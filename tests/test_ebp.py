@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from scipy.special import log_ndtr as log_ndtr64
 
 from lib import ebp as E
+from lib import ebp_report as R
 
 
 def random_net(sizes, seed=0, scale=0.6):
@@ -324,7 +325,7 @@ def test_folds_and_summary():
         for f in range(2)
         for lr in (0.3, 0.2)
     ]
-    s = E.summarise_ebp_text(rows)["t"]
+    s = R.summarise_ebp_text(rows)["t"]
     assert s["Real EBP-P"][0] == pytest.approx(100 * 0.105) and s["Real EBP-P"][2] == 2
     assert s["BP setting"] == "BP ce 0.2" and s["BP"][0] == pytest.approx(20.0)
 
@@ -341,12 +342,12 @@ def test_ebp_text_experiment_end_to_end():
         bp_losses=["ce", "mse"],
         bp_learning_rates=[0.1],
     )
-    rows = E.run_ebp_text(config)
+    rows = R.run_ebp_text(config)
     assert {r["method"] for r in rows} == {"Real EBP", "Binary EBP", "BP ce 0.1", "BP mse 0.1"}
-    s = E.summarise_ebp_text(rows)["reuters_I654_I65"]
+    s = R.summarise_ebp_text(rows)["reuters_I654_I65"]
     assert s["Real EBP-P"][0] < 35 and s["Binary EBP-P"][0] < 35
     with pytest.raises(ValueError, match="bp_losses"):
-        E.run_ebp_text(dict(config, bp_losses=["hinge"]))
+        R.run_ebp_text(dict(config, bp_losses=["hinge"]))
 
 
 def test_ensemble_of_sampled_networks_matches_the_forward_mean_and_the_map_network():
@@ -448,7 +449,7 @@ def test_a_ten_class_network_learns_a_teacher_with_one_output_per_class():
 def test_ebp_mnist_experiment_end_to_end():
     from lib.toolkit import EXPERIMENTS
 
-    rows = E.run_ebp_mnist(
+    rows = R.run_ebp_mnist(
         dict(
             EXPERIMENTS["ebp-mnist"].presets["book"],
             hidden=[[50]],

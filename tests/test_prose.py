@@ -110,15 +110,16 @@ def test_every_glued_name_the_text_uses_is_stored(path):
 
 
 def test_a_paper_scale_cell_fails_when_its_results_file_is_missing(tmp_path):
-    """The EBP chapter's registry cell, run against a copy of results/ without one file, raises."""
-    import lib.ebp
+    """The EBP report's registry cell, run against a copy of results/ without one file, raises."""
+    import lib.ebp_report
     from lib.toolkit import check_claims
 
     shutil.copytree(ROOT / "results" / "ebp", tmp_path / "results" / "ebp")
-    assert check_claims(lib.ebp.CLAIMS, tmp_path)  # complete: every status as the chapter states
+    # complete: every status as the report states
+    assert check_claims(lib.ebp_report.CLAIMS, tmp_path)
     (tmp_path / "results" / "ebp" / "ebp-text.amazon.json").unlink()
     with pytest.raises(FileNotFoundError, match="ebp-text.amazon.json is missing"):
-        check_claims(lib.ebp.CLAIMS, tmp_path)
+        check_claims(lib.ebp_report.CLAIMS, tmp_path)
     from lib.toolkit import require_results
 
     with pytest.raises(FileNotFoundError, match="results/ebp/ebp-text.amazon.json is missing"):

@@ -34,6 +34,9 @@ NOTEBOOK_METADATA = {
 }
 
 
+KEPT_METADATA = ("tags", "mystnb")
+
+
 def normalise(nb) -> None:
     """Make a notebook's bytes a function of its inputs and outputs only."""
     nb.metadata = nbformat.from_dict(NOTEBOOK_METADATA)
@@ -41,8 +44,10 @@ def normalise(nb) -> None:
     count = 0
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i:03d}"
-        tags = cell.get("metadata", {}).get("tags")
-        cell.metadata = nbformat.from_dict({"tags": tags} if tags else {})
+        # kept: the tags (hide-input, remove-cell...) and myst-nb's options (a figure's caption
+        # and name), which the book renders from the notebook
+        kept = {k: cell.get("metadata", {}).get(k) for k in KEPT_METADATA}
+        cell.metadata = nbformat.from_dict({k: v for k, v in kept.items() if v})
         if cell.cell_type == "code":
             if cell.get("outputs") is not None and cell.get("execution_count") is not None:
                 count += 1

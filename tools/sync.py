@@ -15,6 +15,8 @@ Fails (exit 1) when
 
 from __future__ import annotations
 
+import json
+
 import sys
 from pathlib import Path
 
@@ -26,10 +28,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chapters import ROOT, chapter_sources, colab_cell_source, read_config, read_md, rel
 
 
-def cell_inputs(nb) -> list[tuple[str, str, tuple[str, ...]]]:
-    """What must be identical in a pair: per cell (type, stripped source, sorted tags)."""
+def cell_inputs(nb) -> list[tuple[str, str, tuple[str, ...], str]]:
+    """What must be identical in a pair: per cell (type, stripped source, sorted tags, myst-nb's
+    options such as a figure's caption)."""
     return [
-        (c.cell_type, c.source.strip(), tuple(sorted(c.get("metadata", {}).get("tags", []))))
+        (
+            c.cell_type,
+            c.source.strip(),
+            tuple(sorted(c.get("metadata", {}).get("tags", []))),
+            json.dumps(c.get("metadata", {}).get("mystnb", {}), sort_keys=True),
+        )
         for c in nb.cells
     ]
 
@@ -42,6 +50,7 @@ def compare(md: Path, ipynb: Path, root: Path = ROOT) -> list[str]:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
             what = "type" if x[0] != y[0] else ("tags" if x[2] != y[2] else "source")
+            what = "myst-nb options" if x[:3] == y[:3] else what
             first = x[1].splitlines()[0] if x[1] else "(empty)"
             return [
                 f"{rel(ipynb, root)} differs from {rel(md, root)} at cell {i} ({what}; "

@@ -1,0 +1,156 @@
+"""The book's shape (DESIGN.md, "Anatomy of a chapter"): pages a reader can take in.
+
+- no page over 3,500 lines, and a paper's chapter (book/<paper>.md) at most 2,500, with its
+  reproduction report (book/<paper>_report.md) listed under it in _toc.yml;
+- no code cell over 80 lines;
+- every figure of an executed notebook numbered and captioned (the cell's `mystnb.figure`
+  metadata, or a glued figure that the text places with a name), and every chapter that shows a
+  figure cites one with {numref}.
+
+The chapters are being reshaped one by one: SHORT_OF_THE_BAR lists, per page, what it still
+breaks. Each count may only go down, and must be lowered (or its entry removed) when the page
+gets better, so that the list is always the exact state of the book; a page's line count is a
+ceiling, and its entry goes once the page is under the limit.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from chapters import chapter_sources, read_md  # noqa: E402
+
+PAPERS = ("darn", "partition", "ebp", "nram", "dgp")
+PAGE_LINES, CHAPTER_LINES, CELL_LINES = 3500, 2500, 80
+
+# page: {what: count} for the pages not yet at the bar (what: "lines" of a page over its limit,
+# "long cells", "uncaptioned figures", "no report", "no numref")
+SHORT_OF_THE_BAR = {
+    "darn": {
+        "lines": 2719,
+        "long cells": 8,
+        "uncaptioned figures": 3,
+        "no report": 1,
+        "no numref": 1,
+    },
+    "data": {"long cells": 2, "uncaptioned figures": 3, "no numref": 1},
+    "dgp": {
+        "lines": 3174,
+        "long cells": 12,
+        "uncaptioned figures": 2,
+        "no report": 1,
+        "no numref": 1,
+    },
+    "nram": {
+        "lines": 6238,
+        "long cells": 15,
+        "uncaptioned figures": 19,
+        "no report": 1,
+        "no numref": 1,
+    },
+    "partition": {
+        "lines": 3182,
+        "long cells": 8,
+        "uncaptioned figures": 4,
+        "no report": 1,
+        "no numref": 1,
+    },
+    "performance": {"uncaptioned figures": 3, "no numref": 1},
+    "toolkit": {"long cells": 8, "uncaptioned figures": 1, "no numref": 1},
+}
+
+
+def toc_sections() -> dict[str, list[str]]:
+    """{page: the pages listed under it} in _toc.yml (stems of book/ files)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    out = {}
+    for part in toc.get("parts", []):
+        for entry in part.get("chapters", []):
+            out[Path(entry["file"]).name] = [
+                Path(s["file"]).name for s in entry.get("sections", [])
+            ]
+    return out
+
+
+def figures(ipynb: Path) -> tuple[int, int]:
+    """(figures, of them without a caption) among the outputs of an executed notebook."""
+    nb = nbformat.read(ipynb, as_version=4)
+    total = uncaptioned = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        caption = cell.metadata.get("mystnb", {}).get("figure", {}).get("caption")
+        for out in cell.get("outputs", []):
+            if not {"image/png", "image/svg+xml"} & set(out.get("data", {})):
+                continue
+            total += 1
+            glued = "scrapbook" in out.get("metadata", {})
+            uncaptioned += not (caption or glued)
+    return total, uncaptioned
+
+
+def shortfalls(md: Path) -> dict[str, int]:
+    """What a page breaks of the bar, as counts (see SHORT_OF_THE_BAR)."""
+    text = md.read_text()
+    name, lines = md.stem, len(text.split("\n"))
+    out = {}
+    limit = CHAPTER_LINES if name in PAPERS else PAGE_LINES
+    if lines > limit:
+        out["lines"] = lines
+    cells = [c for c in read_md(md).cells if c.cell_type == "code"]
+    long = sum(len(c.source.split("\n")) > CELL_LINES for c in cells)
+    if long:
+        out["long cells"] = long
+    shown, uncaptioned = figures(md.with_suffix(".ipynb"))
+    if uncaptioned:
+        out["uncaptioned figures"] = uncaptioned
+    if shown and "{numref}" not in text:
+        out["no numref"] = 1
+    if name in PAPERS and f"{name}_report" not in toc_sections().get(name, []):
+        out["no report"] = 1
+    return out
+
+
+@pytest.mark.parametrize("md", chapter_sources(), ids=lambda p: p.stem)
+def test_each_page_meets_the_bar_or_is_listed_exactly(md):
+    found, allowed = shortfalls(md), SHORT_OF_THE_BAR.get(md.stem, {})
+    worse = {k: v for k, v in found.items() if v > allowed.get(k, 0)}
+    assert not worse, f"book/{md.name} breaks the book's shape: {worse} (allowed {allowed})"
+    # a page's lines are a ceiling (every edit moves them); the other counts must be exact
+    better = {k: v for k, v in allowed.items() if found.get(k, 0) < v and k != "lines"}
+    better |= {"lines": 0} if "lines" in allowed and "lines" not in found else {}
+    assert not better, (
+        f"book/{md.name} got better ({found}): lower SHORT_OF_THE_BAR[{md.stem!r}] to match"
+    )
+
+
+def test_every_report_is_a_page_under_its_chapter():
+    sections = toc_sections()
+    for md in chapter_sources():
+        if md.stem.endswith("_report"):
+            paper = md.stem.removesuffix("_report")
+            assert paper in PAPERS and md.stem in sections.get(paper, []), md.name
+
+
+def test_the_shape_checks_see_what_they_count(tmp_path):
+    """A long cell, an uncaptioned figure and a page too long are each counted."""
+    page = tmp_path / "ebp.md"
+    body = "\n".join(f"x{i} = {i}" for i in range(CELL_LINES + 1))
+    page.write_text("# T\n\n```{code-cell} ipython3\n" + body + "\n```\n" + "\n" * CHAPTER_LINES)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("plot()")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": "AAAA"})]
+    nb.cells = [cell]
+    nbformat.write(nb, page.with_suffix(".ipynb"))
+    found = shortfalls(page)
+    assert found["long cells"] == 1 and found["uncaptioned figures"] == 1
+    assert found["lines"] > CHAPTER_LINES and found["no numref"] == 1
+    cell.metadata["mystnb"] = {"figure": {"caption": "A plot.", "name": "fig-t"}}
+    nbformat.write(nb, page.with_suffix(".ipynb"))
+    assert "uncaptioned figures" not in shortfalls(page)
