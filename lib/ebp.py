@@ -39,10 +39,12 @@ class SparseRows:
         self.idx, self.val, self.row, self.n = idx, val, row, n
 
     def tree_flatten(self):
+        """The pytree's leaves (idx, val, row) and its static part (n)."""
         return (self.idx, self.val, self.row), self.n
 
     @classmethod
     def tree_unflatten(cls, n, leaves):
+        """The inverse of tree_flatten."""
         return cls(*leaves, n)
 
 
@@ -166,6 +168,7 @@ def init_ebp(key, sizes: Sequence[int], *, sigma_w: float = 1.0) -> EBPNet:
 
 @checks(kind=OneOf(*KINDS))
 def weight_mean(h, kind: str):
+    """<W>, the mean of a weight under its factor with parameter h: tanh h (binary), h (real)."""
     return jnp.tanh(h) if kind == "binary" else h
 
 
@@ -714,4 +717,12 @@ __all__ = [
     "sparse_rows",
     "one_vs_rest",
     "fold_indices",
+    "KINDS",
+    "weight_mean",
+    "mills_ratio",
+    "output_delta",
+    "asymptotic_output_delta",
+    "check_inputs",
+    "check_labels",
+    "sparse_batches",
 ]
