@@ -16,7 +16,6 @@ Fails (exit 1) when
 from __future__ import annotations
 
 import json
-
 import sys
 from pathlib import Path
 
