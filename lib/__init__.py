@@ -18,6 +18,7 @@ The reproduction record of a paper (its experiments for `python -m lib`, the pap
 claims of the scorecard) is a module of its own, generated from the paper's reproduction report
 (book/<paper>_report.md); no method module imports it:
 
+    darn_report    Table 2 (binarised MNIST) and Table 1 (binary UCI sets) for DARN
     ebp_report     Table 1, AROW, the deeper network and MNIST for expectation backpropagation
 """
 
@@ -25,7 +26,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-REPORTS = ("ebp_report",)  # the record modules, generated from the reproduction reports
+# the record modules, generated from the reproduction reports
+REPORTS = ("darn_report", "ebp_report")
 MODULES = ("data", "toolkit", "darn", "partition", "ebp", "nram", "dgp", *REPORTS)
 __all__ = ["__version__", *MODULES]
 

@@ -1,4 +1,4 @@
-# GENERATED FILE: do not edit. Source: book/dgp.md. Edit the chapter, then run `make export`.
+# GENERATED FILE: do not edit. Source: book/dgp.md. Edit the source, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
 """Doubly stochastic variational inference for deep GPs (Salimbeni & Deisenroth 2017), derived
 in book/dgp.md.

@@ -1,4 +1,4 @@
-# GENERATED FILE: do not edit. Source: book/ebp.md. Edit the chapter, then run `make export`.
+# GENERATED FILE: do not edit. Source: book/ebp.md. Edit the source, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
 """Expectation Backpropagation (Soudry et al. 2014), derived in book/ebp.md.
 

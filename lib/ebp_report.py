@@ -1,4 +1,4 @@
-# GENERATED FILE: do not edit. Source: book/ebp_report.md. Edit the chapter, then run `make export`.
+# GENERATED FILE: do not edit. Source: book/ebp_report.md. Edit the source, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
 """The reproduction record of Expectation Backpropagation, exported from book/ebp_report.md.
 

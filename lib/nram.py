@@ -1,4 +1,4 @@
-# GENERATED FILE: do not edit. Source: book/nram.md. Edit the chapter, then run `make export`.
+# GENERATED FILE: do not edit. Source: book/nram.md. Edit the source, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
 """Neural Random-Access Machines (Kurach et al. 2016), derived in book/nram.md.
 

@@ -1,4 +1,4 @@
-# GENERATED FILE: do not edit. Source: book/partition.md. Edit the chapter, then run `make export`.
+# GENERATED FILE: do not edit. Source: book/partition.md. Edit the source, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
 """On Tracking the Partition Function (Desjardins et al. 2011), derived in book/partition.md.
 

@@ -1,4 +1,4 @@
-# GENERATED FILE: do not edit. Source: book/toolkit.md. Edit the chapter, then run `make export`.
+# GENERATED FILE: do not edit. Source: book/toolkit.md. Edit the source, then run `make export`.
 # (tools/export.py copies the chapter's exported cells here, in order.)
 """The book's toolkit, derived in book/toolkit.md (Appendix B).
 

@@ -12,6 +12,7 @@ from flax import nnx  # noqa: E402
 from scipy.stats import chisquare  # noqa: E402
 
 import lib.darn as D  # noqa: E402
+import lib.darn_report  # noqa: E402, F401  (registers darn-mnist and darn-uci)
 
 ARCHITECTURES = {
     "one layer": dict(n_visible=5, n_hidden=3, n_deterministic=4),

@@ -36,13 +36,7 @@ PAGE_LINES, CHAPTER_LINES, CELL_LINES = 3500, 2500, 80
 # page: {what: count} for the pages not yet at the bar (what: "lines" of a page over its limit,
 # "long cells", "uncaptioned figures", "no report", "no numref")
 SHORT_OF_THE_BAR = {
-    "darn": {
-        "lines": 2719,
-        "long cells": 8,
-        "uncaptioned figures": 3,
-        "no report": 1,
-        "no numref": 1,
-    },
+    "darn": {"long cells": 4},
     "data": {"long cells": 2, "uncaptioned figures": 3, "no numref": 1},
     "dgp": {
         "lines": 3174,
@@ -166,7 +160,6 @@ def test_the_shape_checks_see_what_they_count(tmp_path):
 API_SHORT_OF_THE_BAR = {
     "data": {"not in __all__": 20},
     "toolkit": {"not in __all__": 32, "no docstring": 36},
-    "darn": {"not in __all__": 12, "no docstring": 7},
     "partition": {"not in __all__": 17, "no docstring": 3},
     "nram": {"not in __all__": 39, "no docstring": 5},
     "dgp": {"not in __all__": 23, "no docstring": 19},
