@@ -1,5 +1,5 @@
-# GENERATED FILE: do not edit. Source: book/darn.md. Edit the source, then run `make export`.
-# (tools/export.py copies the chapter's exported cells here, in order.)
+# GENERATED FILE: do not edit. Source: book/darn.md.
+# Edit the source, then run `make export` (tools/export.py copies its exported cells here).
 """Deep AutoRegressive Networks (Gregor et al. 2014), derived in book/darn.md.
 
 DARN: autoregressive binary stochastic layers with deterministic tanh layers, the encoder and

@@ -1,5 +1,5 @@
-# GENERATED FILE: do not edit. Source: book/darn_report.md. Edit the source, then run `make export`.
-# (tools/export.py copies the chapter's exported cells here, in order.)
+# GENERATED FILE: do not edit. Source: book/darn_report.md.
+# Edit the source, then run `make export` (tools/export.py copies its exported cells here).
 """The reproduction record of Deep AutoRegressive Networks, exported from book/darn_report.md.
 
 The paper-scale experiments that `python -m lib` runs (darn-mnist, darn-uci), the paper's Table 1,

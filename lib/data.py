@@ -1,5 +1,5 @@
-# GENERATED FILE: do not edit. Source: book/data.md. Edit the source, then run `make export`.
-# (tools/export.py copies the chapter's exported cells here, in order.)
+# GENERATED FILE: do not edit. Source: book/data.md.
+# Edit the source, then run `make export` (tools/export.py copies its exported cells here).
 """The papers' datasets, derived in book/data.md (Appendix A).
 
 Loaders that take `data_dir`, else LIB_DATA_DIR, else a per-user cache, and download on a

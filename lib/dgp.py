@@ -1,5 +1,5 @@
-# GENERATED FILE: do not edit. Source: book/dgp.md. Edit the source, then run `make export`.
-# (tools/export.py copies the chapter's exported cells here, in order.)
+# GENERATED FILE: do not edit. Source: book/dgp.md.
+# Edit the source, then run `make export` (tools/export.py copies its exported cells here).
 """Doubly stochastic variational inference for deep GPs (Salimbeni & Deisenroth 2017), derived
 in book/dgp.md.
 

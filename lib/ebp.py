@@ -1,5 +1,5 @@
-# GENERATED FILE: do not edit. Source: book/ebp.md. Edit the source, then run `make export`.
-# (tools/export.py copies the chapter's exported cells here, in order.)
+# GENERATED FILE: do not edit. Source: book/ebp.md.
+# Edit the source, then run `make export` (tools/export.py copies its exported cells here).
 """Expectation Backpropagation (Soudry et al. 2014), derived in book/ebp.md.
 
 Mean-field networks of binary or real weights with sign units: the forward pass of means and

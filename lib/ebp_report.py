@@ -1,5 +1,5 @@
-# GENERATED FILE: do not edit. Source: book/ebp_report.md. Edit the source, then run `make export`.
-# (tools/export.py copies the chapter's exported cells here, in order.)
+# GENERATED FILE: do not edit. Source: book/ebp_report.md.
+# Edit the source, then run `make export` (tools/export.py copies its exported cells here).
 """The reproduction record of Expectation Backpropagation, exported from book/ebp_report.md.
 
 The paper-scale experiments that `python -m lib` runs (ebp-text, ebp-arow, ebp-mnist), the

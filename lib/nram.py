@@ -1,5 +1,5 @@
-# GENERATED FILE: do not edit. Source: book/nram.md. Edit the source, then run `make export`.
-# (tools/export.py copies the chapter's exported cells here, in order.)
+# GENERATED FILE: do not edit. Source: book/nram.md.
+# Edit the source, then run `make export` (tools/export.py copies its exported cells here).
 """Neural Random-Access Machines (Kurach et al. 2016), derived in book/nram.md.
 
 Gates on distributions over integers, the fuzzy machine and its discretised twin, the

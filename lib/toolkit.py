@@ -1,5 +1,5 @@
-# GENERATED FILE: do not edit. Source: book/toolkit.md. Edit the source, then run `make export`.
-# (tools/export.py copies the chapter's exported cells here, in order.)
+# GENERATED FILE: do not edit. Source: book/toolkit.md.
+# Edit the source, then run `make export` (tools/export.py copies its exported cells here).
 """The book's toolkit, derived in book/toolkit.md (Appendix B).
 
 Argument contracts (`checks`), the training loop `fit` (NaN/Inf stop, checkpoints, resume,

@@ -11,6 +11,7 @@ import pytest
 from flax import nnx
 
 from lib import partition as P
+from lib import partition_report as R
 
 
 def tiny_rbm(n_visible=6, n_hidden=4, seed=0, scale=1.0):
@@ -434,7 +435,7 @@ def test_partition_mnist_experiment_end_to_end(data_dir_set):
         timing_steps=50,
         schedules=[[0.01, 1e3]],
     )
-    rows = P.run_partition_mnist(config)
+    rows = R.run_partition_mnist(config)
     evals = [r for r in rows if r["kind"] == "eval"]
     assert [r["step"] for r in evals] == [200, 400]
     assert all(abs(r["log_z"] - r["exact_log_z"]) < 0.5 for r in evals)
@@ -452,7 +453,7 @@ def test_partition_uci_and_large_experiments_end_to_end(data_dir_set):
     from lib.toolkit import EXPERIMENTS
 
     small_ais = dict(ais_counts=[50, 300, 300], ais_runs=20)
-    rows = P.run_partition_uci(
+    rows = R.run_partition_uci(
         dict(
             EXPERIMENTS["partition-uci"].presets["book"],
             n_hidden=[16],
@@ -473,7 +474,7 @@ def test_partition_uci_and_large_experiments_end_to_end(data_dir_set):
     assert len(chosen["swap_rate"]) == 9 and all(
         0.0 <= r <= 1.0 for r in chosen["swap_rate"]
     )  # 10 temperatures
-    rows = P.run_partition_large(
+    rows = R.run_partition_large(
         dict(
             EXPERIMENTS["partition-large"].presets["book"],
             n_hidden=20,
@@ -486,7 +487,7 @@ def test_partition_uci_and_large_experiments_end_to_end(data_dir_set):
     final = next(r for r in rows if r["kind"] == "final")
     assert abs(final["test_ll_tracked"] - final["test_ll_ais"]) < 2.0
     with pytest.raises(ValueError, match="unknown dataset"):
-        P.run_partition_large(
+        R.run_partition_large(
             dict(EXPERIMENTS["partition-large"].presets["book"], datasets=["cifar"])
         )
 
@@ -550,3 +551,55 @@ def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
         jax.tree.leaves(nnx.state(resumed.model)), jax.tree.leaves(nnx.state(straight.model))
     ):
         np.testing.assert_array_equal(a, b)
+
+
+def test_thin_history_keeps_points_and_window_means():
+    """thin_history against loops: point values at every k-th step, means of each window of k."""
+    rng = np.random.default_rng(3)
+    T, k, M = 23, 5, 4
+    history = {
+        "log_z": rng.normal(size=T),
+        "log_z_var": rng.uniform(0.1, 1.0, size=T),
+        "bias": rng.normal(size=T),
+        "is_obs": rng.normal(size=(T, M)),
+        "bridge_log_z": rng.normal(size=T),
+        "swap_rate": rng.uniform(size=(T, M - 1)),
+    }
+    out = P.thin_history(history, k)
+    n = T // k
+    assert out["step"] == [k * (i + 1) for i in range(n)]
+    for i in range(n):
+        at, window = k * (i + 1) - 1, slice(k * i, k * (i + 1))
+        assert out["log_z"][i] == pytest.approx(history["log_z"][at])
+        assert out["log_z_sd"][i] == pytest.approx(math.sqrt(history["log_z_var"][at]))
+        assert out["bias"][i] == pytest.approx(history["bias"][at])
+        assert out["is_obs_1"][i] == pytest.approx(history["is_obs"][window, 0].mean())
+        assert out["bridge_log_z"][i] == pytest.approx(history["bridge_log_z"][window].mean())
+    swap = np.mean([history["swap_rate"][k * i : k * (i + 1)].mean(0) for i in range(n)], 0)
+    np.testing.assert_allclose(out["swap_rate"], swap, rtol=1e-12)
+
+
+def test_exact_evaluator_against_brute_force():
+    """The evaluation callback of train_sml_pt: exact log Z and test log-likelihoods against the
+    enumeration of both layers, the tracked one from the state's tracker, AIS only every
+    `ais_every` steps and then bracketing the exact value."""
+    from types import SimpleNamespace
+
+    rbm = tiny_rbm(6, 4, seed=2)
+    x = np.random.default_rng(0).integers(0, 2, size=(30, 6))
+    log_z, free, V, _, _ = brute_force(rbm, 1.0)
+    index = {tuple(v): i for i, v in enumerate(V.astype(int))}
+    mean_ll = -np.mean([free[index[tuple(v)]] for v in x])
+    state = SimpleNamespace(tracker=SimpleNamespace(mean=jnp.asarray([log_z + 0.25])))
+    evaluate = P.exact_evaluator(
+        x, base_bias=jnp.zeros(6), ais_every=10, ais_counts=[50, 200, 200], ais_runs=50
+    )
+    out = evaluate(rbm, state, 5)
+    assert out["exact_log_z"] == pytest.approx(log_z, abs=1e-4)
+    assert out["test_ll_exact"] == pytest.approx(mean_ll - log_z, abs=1e-4)
+    assert out["test_ll_tracked"] == pytest.approx(mean_ll - log_z - 0.25, abs=1e-4)
+    assert "ais_log_z" not in out and out["exact_seconds"] >= 0
+    out = evaluate(rbm, state, 10)
+    assert out["ais_lower"] - 0.05 < log_z < out["ais_upper"] + 0.05
+    with pytest.raises(ValueError, match="x_test"):
+        P.exact_evaluator(x + 2, base_bias=jnp.zeros(6), ais_every=10, ais_counts=[5, 5, 5])

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chapters import ROOT, chapter_sources, read_md, rel  # noqa: E402
 
 HEADER = (
-    "# GENERATED FILE: do not edit. Source: {src}. Edit the source, then run `make export`.\n"
-    "# (tools/export.py copies the chapter's exported cells here, in order.)\n"
+    "# GENERATED FILE: do not edit. Source: {src}.\n"
+    "# Edit the source, then run `make export` (tools/export.py copies its exported cells here).\n"
 )
 GENERATED_MARK = "# GENERATED FILE: do not edit."
 

@@ -37,7 +37,8 @@ from chapters import ROOT, chapter_sources  # noqa: E402
 # dgp, partition, ebp) left one worker running ebp alone for the last minute.
 NBVAL_ORDER = (
     *("darn", "partition", "dgp", "nram", "ebp"),
-    *("performance", "toolkit", "data", "reproduces", "ebp_report", "darn_report"),
+    *("performance", "toolkit", "data", "reproduces"),
+    *("ebp_report", "darn_report", "partition_report"),
 )
 
 
