@@ -21,6 +21,7 @@ claims of the scorecard) is a module of its own, generated from the paper's repr
     darn_report       Table 2 (binarised MNIST) and Table 1 (binary UCI sets) for DARN
     partition_report  Figure 3, Table 1 and the 500-hidden-unit RBMs for the tracked log Z
     ebp_report        Table 1, AROW, the deeper network and MNIST for expectation backpropagation
+    dgp_report        Figure 1's UCI grid, the authors' kin8nm notebook and MNIST for deep GPs
 """
 
 import importlib
@@ -28,7 +29,7 @@ import importlib
 __version__ = "0.1.0"
 
 # the record modules, generated from the reproduction reports
-REPORTS = ("darn_report", "partition_report", "ebp_report")
+REPORTS = ("darn_report", "partition_report", "ebp_report", "dgp_report")
 MODULES = ("data", "toolkit", "darn", "partition", "ebp", "nram", "dgp", *REPORTS)
 __all__ = ["__version__", *MODULES]
 

@@ -4,8 +4,9 @@
 in book/dgp.md.
 
 Sparse variational GP layers (the marginals, their whitened form, the KL term), the deep GP's
-doubly stochastic bound with its custom Cholesky gradient, training and evaluation, and the
-UCI, kin8nm and MNIST experiments of the paper.
+doubly stochastic bound with its custom Cholesky gradient, training and evaluation, one UCI
+model on one split and the MNIST classifier's evaluation. The paper-scale experiments and the
+claims are lib.dgp_report.
 """
 
 # %% book/dgp.md
@@ -191,7 +192,7 @@ class RBF(nnx.Module):
     batch: None for one kernel, or P for P independent kernels (one per output of a layer, as
     GPyTorch's deep GP); then x1 is (P, M, D) or (M, D) and the result is (P, M, N).
     ard=False: one lengthscale shared by all input dimensions (GPflow 1's default, which the
-    authors' public notebook used; Section 11).
+    authors' public notebook used; see the reproduction report).
     """
 
     @checks(
@@ -229,10 +230,12 @@ class RBF(nnx.Module):
 
     @property
     def lengthscales(self):
+        """The lengthscales, softplus of their unconstrained parameters: (..., D) or (..., 1)."""
         return jax.nn.softplus(self.raw_lengthscales[...])
 
     @property
     def variance(self):
+        """The kernel's variance, softplus of its unconstrained parameter."""
         return jax.nn.softplus(self.raw_variance[...])
 
     def _map(self, x1, x2, variance, lengthscales):
@@ -539,6 +542,7 @@ class SVGPLayer(nnx.Module):
         return cholesky_factors(self._kzz(), self.jitter)
 
     def mean_function(self, x):
+        """The layer's mean function at x (..., D_in): zero, or x W (inner layers); (..., P)."""
         return (
             jnp.zeros(x.shape[:-1] + (self.num_outputs,), x.dtype)
             if self.mean_W is None
@@ -576,6 +580,7 @@ class SVGPLayer(nnx.Module):
         return mean, jnp.maximum(var, 1e-12)
 
     def rows_per_chunk(self, dtype) -> int:
+        """Rows of x per chunk of the marginals: chunk_size, else default_chunk_rows."""
         M, P = self.q_mu.shape
         return self.chunk_size or default_chunk_rows(P, M, dtype)
 
@@ -604,6 +609,7 @@ class Gaussian(nnx.Module):
 
     @property
     def variance(self):
+        """The noise variance, softplus of its unconstrained parameter plus 1e-6."""
         return jax.nn.softplus(self.raw_variance[...]) + 1e-6
 
     def variational_expectations(self, mean, var, y):
@@ -612,6 +618,7 @@ class Gaussian(nnx.Module):
         return -0.5 * jnp.log(2 * jnp.pi * s2) - 0.5 * ((y - mean) ** 2 + var) / s2
 
     def predict_mean_and_var(self, mean, var):
+        """The mean and variance of y given the marginals of f: (mean, var + noise variance)."""
         return mean, var + self.variance
 
     def predict_log_density(self, mean, var, y):
@@ -620,6 +627,7 @@ class Gaussian(nnx.Module):
         return -0.5 * jnp.log(2 * jnp.pi * v) - 0.5 * (y - mean) ** 2 / v
 
     def check_y(self, y, num_points: int, num_outputs: int):
+        """y as a float (num_points, num_outputs) array, or ValueError naming what is wrong."""
         # a 1-D y would broadcast against (S, N, P) into a silently wrong (S, N, N) array
         return check_array(y, "y", ndim=2, shape=(num_points, num_outputs), dtype="floating")
 
@@ -661,21 +669,25 @@ class Bernoulli(nnx.Module):
         self.quadrature_points = quadrature_points
 
     def variational_expectations(self, mean, var, y):
+        """E_{N(f | mean, var)}[log Phi((2y - 1) f)], elementwise, by Gauss-Hermite quadrature."""
         z, w = gauss_hermite(self.quadrature_points, mean.dtype)
         f = mean[..., None] + jnp.sqrt(var)[..., None] * z  # (..., Q)
         sign = (2.0 * y - 1.0).astype(mean.dtype)[..., None]
         return jnp.sum(w * jax.scipy.special.log_ndtr(sign * f), -1)
 
     def predict_mean_and_var(self, mean, var):
+        """P(y = 1) = Phi(mean / sqrt(1 + var)) and its Bernoulli variance, elementwise."""
         p = jax.scipy.special.ndtr(mean / jnp.sqrt(1.0 + var))
         return p, p * (1.0 - p)
 
     def predict_log_density(self, mean, var, y):
+        """log P(y | marginals of f), elementwise."""
         return jax.scipy.special.log_ndtr(
             (2.0 * y - 1.0).astype(mean.dtype) * mean / jnp.sqrt(1.0 + var)
         )
 
     def check_y(self, y, num_points: int, num_outputs: int):
+        """y as a 0/1 (num_points, num_outputs) array, or ValueError naming what is wrong."""
         return check_array(y, "y", ndim=2, shape=(num_points, num_outputs), binary=True)
 
 
@@ -723,6 +735,7 @@ class RobustMax(nnx.Module):
         return P * (1.0 - self.epsilon) + (1.0 - P) * self.epsilon / (self.num_classes - 1)
 
     def variational_expectations(self, mean, var, y):
+        """E_q[log p(y | f)] for labels y (..., 1), marginals (..., K) (eq. dgp-robustmax)."""
         P = self._win_probability_of(mean, var, y, self.quadrature_points)
         eps, K = self.epsilon, self.num_classes
         return P * math.log(1.0 - eps) + (1.0 - P) * math.log(eps / (K - 1))
@@ -742,15 +755,18 @@ class RobustMax(nnx.Module):
         return jnp.sum(w * jnp.prod(cdf, -2), -1)
 
     def predict_mean_and_var(self, mean, var):
+        """The class probabilities (..., K) and their Bernoulli variances."""
         p = self._mix(self.win_probabilities(mean, var))
         return p, p * (1.0 - p)
 
     def predict_log_density(self, mean, var, y):
+        """log p(y | marginals of f) of the labelled class, (...,)."""
         return jnp.log(
             self._mix(self._win_probability_of(mean, var, y, self.predict_quadrature_points))
         )
 
     def check_y(self, y, num_points: int, num_outputs: int):
+        """y as (num_points, 1) class indices in 0..K-1, or ValueError naming what is wrong."""
         if num_outputs != self.num_classes:
             raise ValueError(
                 f"the last layer has {num_outputs} outputs but the likelihood has "
@@ -811,6 +827,7 @@ class DeepGP(nnx.Module):
         return mean.reshape(S, N, -1), var.reshape(S, N, -1)
 
     def kl(self):
+        """KL[q(U) || p(U)] summed over the layers (eq. dgp-elbo)."""
         return sum(layer.kl() for layer in self.layers)
 
     def elbo(self, x, y, key, num_samples: int = 1):
@@ -1002,14 +1019,17 @@ class Standardizer(NamedTuple):
 
     @classmethod
     def fit(cls, x, y):
+        """The columns' means and standard deviations of x (N, D) and y (N,) or (N, P)."""
         x, y = np.asarray(x, np.float64), np.asarray(y, np.float64).reshape(len(y), -1)
         x_std = x.std(0)
         return cls(x.mean(0), np.where(x_std > 0, x_std, 1.0), y.mean(0), y.std(0))
 
     def x(self, x):
+        """x standardised with the training inputs' statistics (float64)."""
         return (np.asarray(x, np.float64) - self.x_mean) / self.x_std
 
     def y(self, y):
+        """y standardised with the training outputs' statistics, as (N, P) (float64)."""
         return (np.asarray(y, np.float64).reshape(len(y), -1) - self.y_mean) / self.y_std
 
 
@@ -1170,7 +1190,6 @@ def evaluate_dgp(
 
 
 # %% book/dgp.md
-from lib.toolkit import experiment as _experiment
 from lib.data import UCI_DATASETS
 
 UCI_MODELS = {
@@ -1258,66 +1277,6 @@ def run_uci_model(
     return row
 
 
-@_experiment(
-    "dgp-uci",
-    chapter="dgp",
-    book={
-        "datasets": ["energy"],
-        "splits": [0],
-        "models": ["SGP", "DGP 2"],
-        "steps": 2500,
-        "batch_size": 10_000,
-        "test_samples": 100,
-        "whiten": True,
-    },
-    paper={
-        "datasets": [
-            "bostonHousing",
-            "concrete",
-            "energy",
-            "kin8nm",
-            "naval-propulsion-plant",
-            "power-plant",
-            "protein-tertiary-structure",
-            "wine-quality-red",
-        ],
-        "splits": "all",
-        "models": list(UCI_MODELS),
-        "steps": 10_000,
-        "batch_size": 10_000,
-        "test_samples": 100,
-        "whiten": False,
-    },
-)
-def run_dgp_uci(config: dict) -> list:
-    """UCI regression, SGP / SGP 500 / DGP 2-5, the paper's Figure 1 grid (splits "all": every
-    split)."""
-    from lib.data import UCI_DATASETS
-    from lib.toolkit import run_unit
-
-    rows = []
-    for name in config["datasets"]:
-        splits = range(UCI_DATASETS[name][2]) if config["splits"] == "all" else config["splits"]
-        for split in splits:
-            for model in config["models"]:
-                rows.append(
-                    run_unit(
-                        f"{name} split {split} {model}",
-                        lambda checkpoint_dir: run_uci_model(
-                            name,
-                            model,
-                            split,
-                            steps=config["steps"],
-                            batch_size=config["batch_size"],
-                            test_samples=config["test_samples"],
-                            whiten=config["whiten"],
-                            checkpoint_dir=checkpoint_dir,
-                        ),
-                    )
-                )
-    return rows
-
-
 # %% book/dgp.md
 @checks(model=Instance(DeepGP), x=Array(ndim=2), y=Array(), num_samples=Int(1))
 def gradient_step(
@@ -1384,76 +1343,6 @@ def gradient_step_flops(model: DeepGP, x, y, *, num_samples: int = 1) -> float:
 
 
 # %% book/dgp.md
-@_experiment(
-    "dgp-kin8nm",
-    chapter="dgp",
-    book={"models": ["SGP", "DGP 2"], "steps": 200, "split": 0, "whiten": False, "ard": True},
-    paper={"models": list(UCI_MODELS), "steps": 5000, "split": 0, "whiten": False, "ard": True},
-)
-def run_dgp_kin8nm(config: dict) -> list:
-    """kin8nm, one split, the settings of the authors' notebook (5,000 Adam steps, full batch);
-    ard=False for its kernels' single lengthscale (Section 11)."""
-    from lib.toolkit import run_unit
-
-    def unit(model, checkpoint_dir):
-        return run_uci_model(
-            "kin8nm",
-            model,
-            config["split"],
-            steps=config["steps"],
-            whiten=config["whiten"],
-            ard=config.get("ard", True),
-            checkpoint_dir=checkpoint_dir,
-        )
-
-    return [
-        run_unit(f"kin8nm split {config['split']} {model}", partial(unit, model))
-        for model in config["models"]
-    ]
-
-
-# %% book/dgp.md
-# the results files of dgp-uci at the paper's settings, by dataset (Sections 11 and 13)
-_UCI_PARTS = {
-    "bostonHousing": ("boston-splits0-4", "boston-splits5-9"),
-    "concrete": (
-        "concrete-splits0-2",
-        "concrete-splits3-4",
-        "concrete-splits5-6",
-        "concrete-splits7-8",
-        "concrete-split19",
-    ),
-    "energy": (
-        "energy-splits0-2",
-        "energy-splits3-6",
-        "energy-splits7-8",
-        "energy-splits9-13",
-        "energy-split19",
-    ),
-    "wine-quality-red": ("wine-splits0-4",),
-    "power-plant": (
-        "power-split0",
-        "power-split0-dgp3",
-        "power-split1-sgp-dgp2-dgp3",
-        *(f"power-split{k}-{m}" for k in range(3) for m in ("sgp500", "dgp4", "dgp5")),
-    ),
-    "naval-propulsion-plant": (
-        "naval-split0",
-        "naval-split1-sgp-dgp2",
-        "naval-split1-dgp3",
-        *(f"naval-split{k}-{m}" for k in (2, 3, 4) for m in ("sgp-dgp2", "dgp3")),
-    ),
-    "protein-tertiary-structure": (
-        "protein-sgp-splits0-2",
-        "protein-sgp-splits3-4",
-        *(f"protein-split{k}-dgp3" for k in range(5)),
-        *(f"protein-split{k}-dgp2" for k in range(5)),
-        *(f"protein-split{k}-{m}" for k in range(3) for m in ("sgp500", "dgp4", "dgp5")),
-    ),
-}
-
-
-# %% book/dgp.md
 @checks(
     model=Instance(DeepGP), x_test=Array(ndim=2), num_samples=Int(1), seed=Int(0), batch_size=Int(1)
 )
@@ -1493,280 +1382,6 @@ def mnist_flat(split: str, data_dir=None):
     return images.reshape(len(images), -1) / 255.0, labels.reshape(-1, 1).astype(np.int32)
 
 
-MNIST_MODELS = {"SGP": 1, "DGP 2": 2, "DGP 3": 3}
-
-
-@_experiment(
-    "dgp-mnist",
-    chapter="dgp",
-    book={
-        "models": ["SGP"],
-        "steps": 300,
-        "batch_size": 1000,
-        "test_points": 2000,
-        "test_samples": 10,
-    },
-    paper={
-        "models": list(MNIST_MODELS),
-        "steps": 20_000,
-        "batch_size": 1000,
-        "test_points": 10_000,
-        "test_samples": 100,
-    },
-)
-def run_dgp_mnist(config: dict) -> list:
-    """MNIST, robust-max likelihood, SGP and DGP 2-3 with the authors' run_mnist.py settings."""
-    import time
-
-    jax.config.update("jax_enable_x64", True)
-    x, y = mnist_flat("train")
-    xt, yt = mnist_flat("test")
-    xt, yt = xt[: config["test_points"]], yt[: config["test_points"]]
-    from lib.toolkit import run_unit
-
-    def unit(name, checkpoint_dir):
-        model = build_dgp(
-            x, y, MNIST_MODELS[name], likelihood=RobustMax(10), lengthscale=2.0, kernel_variance=2.0
-        )
-        began = time.perf_counter()
-        model, hist = train_dgp(
-            model,
-            x,
-            y,
-            steps=config["steps"],
-            batch_size=config["batch_size"],
-            checkpoint_dir=checkpoint_dir,
-        )
-        row = {
-            "model": name,
-            "steps": config["steps"],
-            "train_seconds": round(time.perf_counter() - began, 1),
-            "final_loss": float(np.mean(hist["loss"][-100:])),
-        }
-        row.update(evaluate_classifier(model, xt, yt, num_samples=config["test_samples"]))
-        return row
-
-    return [run_unit(name, partial(unit, name)) for name in config["models"]]
-
-
-# %% book/dgp.md
-from lib.toolkit import Claim
-
-_KIN8NM = ("results/dgp/dgp-kin8nm.json",) + tuple(
-    f"results/dgp/dgp-kin8nm.split{k}.json" for k in range(1, 5)
-)
-
-
-def uci_paired_mean(records: dict, dataset: str, model: str, baseline: str = "SGP") -> float:
-    """Mean over the splits in `records` of test log-lik(model) - test log-lik(baseline) (Sec. 13).
-
-    records: {path: results record} of dgp-uci or dgp-kin8nm runs; a split counts if it has both.
-    """
-    by_split: dict = {}
-    for path, record in records.items():
-        for row in record["rows"]:
-            if row["dataset"] != dataset:
-                continue
-            cell = by_split.setdefault(row["split"], {})
-            if row["model"] in cell:
-                raise ValueError(
-                    f"{dataset} split {row['split']} {row['model']} is in two files ({path})"
-                )
-            cell[row["model"]] = row["test_log_likelihood"]
-    diffs = [m[model] - m[baseline] for m in by_split.values() if model in m and baseline in m]
-    if not diffs:
-        raise ValueError(
-            f"no split of {dataset} has both {model} and {baseline} in {sorted(records)}"
-        )
-    return float(np.mean(diffs))
-
-
-def _never_worse(dataset: str, label: str, files: tuple[str, ...], model: str, **kw) -> Claim:
-    return Claim(
-        "dgp",
-        "Figure 1, Sec. 4",
-        f"{label} {model} − SGP",
-        "paired test log-lik difference, mean over the splits run (nats)",
-        "DGP never worse than SGP",
-        target=0.0,
-        tolerance=0.01,
-        direction="at least",
-        sources=files,
-        ours=lambda r: uci_paired_mean(r, dataset, model),
-        section="dgp#dgp-paper-scale",
-        **kw,
-    )
-
-
-def _uci_files(dataset: str) -> tuple[str, ...]:
-    return tuple(f"results/dgp/dgp-uci.{part}.json" for part in _UCI_PARTS[dataset])
-
-
-_NAVAL = (
-    "with the authors' settings the deep models end training with a lower bound than the SGP's "
-    "on every split, though they nest it: the optimiser falls short on naval's nearly noiseless "
-    "targets (Section 11)"
-)
-_POWER_SGP500 = (
-    "the SGP 500 is ahead of every DGP, DGP 2 to DGP 5, on every power split run (Section 11)"
-)
-_SGP_SHORT = "the single-layer GP falls short of the paper's accuracy; SGP < DGP 2 < DGP 3 holds"
-
-
-def _mnist_accuracy(model: str, part: str, value: float, **kw) -> Claim:
-    """Sec. 4's MNIST test accuracy of `model` (%), read from results/dgp/dgp-mnist.<part>.json."""
-    path = f"results/dgp/dgp-mnist.{part}.json"
-    return Claim(
-        "dgp",
-        "Sec. 4 (MNIST)",
-        model,
-        "test accuracy (%)",
-        value,
-        tolerance=0.1,
-        direction="at least",
-        sources=(path,),
-        section="dgp#dgp-mnist",
-        ours=lambda r: 100 * r[path]["rows"][0]["test_accuracy"],
-        **kw,
-    )
-
-
-CLAIMS = [
-    *(
-        _never_worse(d, label, _uci_files(d), m)
-        for d, label in (
-            ("bostonHousing", "boston"),
-            ("concrete", "concrete"),
-            ("energy", "energy"),
-            ("wine-quality-red", "wine"),
-        )
-        for m in ("DGP 2", "DGP 3")
-    ),
-    *(
-        _never_worse("power-plant", "power", _uci_files("power-plant"), m)
-        for m in ("DGP 2", "DGP 3", "DGP 4", "DGP 5")
-    ),
-    *(
-        _never_worse(
-            "naval-propulsion-plant",
-            "naval",
-            _uci_files("naval-propulsion-plant"),
-            m,
-            expect="not reproduced",
-            note=_NAVAL,
-        )
-        for m in ("DGP 2", "DGP 3")
-    ),
-    *(
-        _never_worse(
-            "protein-tertiary-structure", "protein", _uci_files("protein-tertiary-structure"), m
-        )
-        for m in ("DGP 2", "DGP 3", "DGP 4", "DGP 5")
-    ),
-    *(_never_worse("kin8nm", "kin8nm (notebook settings)", _KIN8NM, m) for m in ("DGP 2", "DGP 3")),
-    Claim(
-        "dgp",
-        "Figure 1, Sec. 4",
-        "kin8nm every DGP − SGP 500",
-        "smallest test log-lik gain of DGP 2-5 over SGP 500, split 0, notebook settings (nats)",
-        "all DGPs beat SGP 500",
-        target=0.0,
-        direction="at least",
-        section="dgp#dgp-paper-scale",
-        sources=(
-            "results/dgp/dgp-kin8nm.json",
-            "results/dgp/dgp-kin8nm.sgp500.json",
-            "results/dgp/dgp-kin8nm.dgp4.json",
-            "results/dgp/dgp-kin8nm.dgp5.json",
-        ),
-        ours=lambda r: min(
-            uci_paired_mean(r, "kin8nm", m, "SGP 500") for m in ("DGP 2", "DGP 3", "DGP 4", "DGP 5")
-        ),
-    ),
-    *(
-        Claim(
-            "dgp",
-            "Figure 1, Sec. 4",
-            f"{label} every DGP − SGP 500",
-            "smallest paired test log-lik gain of DGP 2-5 over SGP 500, mean over the splits run "
-            "(nats)",
-            "all DGPs beat SGP 500",
-            target=0.0,
-            direction="at least",
-            section="dgp#dgp-sgp500",
-            sources=_uci_files(d),
-            ours=lambda r, d=d: min(
-                uci_paired_mean(r, d, m, "SGP 500") for m in ("DGP 2", "DGP 3", "DGP 4", "DGP 5")
-            ),
-            **kw,
-        )
-        for d, label, kw in (
-            ("power-plant", "power", {"expect": "not reproduced", "note": _POWER_SGP500}),
-            ("protein-tertiary-structure", "protein", {}),
-        )
-    ),
-    *(
-        Claim(
-            "dgp",
-            "authors' notebook",
-            f"kin8nm {m}",
-            "test log-lik, split 0, 5,000 steps, shared lengthscale (nats)",
-            v,
-            tolerance=0.05,
-            section="dgp#dgp-paper-scale",
-            ours=f"results/dgp/dgp-kin8nm.{part}.json:rows/model={m}/test_log_likelihood",
-        )
-        for m, v, part in (
-            ("SGP", 0.967, "shared-lengthscale"),
-            ("SGP 500", 1.135, "shared-lengthscale-sgp500"),
-            ("DGP 2", 1.302, "shared-lengthscale"),
-            ("DGP 3", 1.330, "shared-lengthscale"),
-        )
-    ),
-    *(
-        _mnist_accuracy(model, part, value, **kw)
-        for model, part, value, kw in (
-            ("SGP", "sgp", 97.48, {"expect": "not reproduced", "note": _SGP_SHORT}),
-            ("DGP 2", "dgp2", 98.06, {}),
-            ("DGP 3", "dgp3", 98.11, {}),
-        )
-    ),
-    Claim(
-        "dgp",
-        "Sec. 4 (MNIST)",
-        "SGP 500",
-        "test accuracy (%)",
-        97.9,
-        expect="not run",
-        note="not run: a 500-inducing-point model is GPU-scale on this CPU",
-    ),
-    *(
-        Claim(
-            "dgp",
-            "Table 1",
-            f"Rectangles-Images {m}",
-            "test accuracy (%)",
-            v,
-            expect="not run",
-            note="the Rectangles-Images dataset is not among the book's data",
-        )
-        for m, v in (("DGP 2", 77.3), ("DGP 3", 77.8), ("DGP 4", 77.9))
-    ),
-    *(
-        Claim(
-            "dgp",
-            "Table 2",
-            f"{d} SGP",
-            "test RMSE",
-            v,
-            expect="not run",
-            note="the large-scale datasets (year, airline, taxi) are not among the book's data",
-        )
-        for d, v in (("year", 10.67), ("airline", 25.6), ("taxi", 337.5))
-    ),
-]
-
-
 # %% book/dgp.md
 __all__ = [
     "DeepGP",
@@ -1787,5 +1402,22 @@ __all__ = [
     "gauss_kl",
     "CholeskyError",
     "UCI_MODELS",
-    "MNIST_MODELS",
+    "run_uci_model",
+    "mnist_flat",
+    "time_gradient_step",
+    "gradient_step_flops",
+    "safe_cholesky",
+    "cholesky_factors",
+    "Constant",
+    "default_chunk_rows",
+    "gauss_hermite",
+    "linear_mean_matrix",
+    "map_rows",
+    "sum_rows",
+    "marginal_operators",
+    "marginals_from_operators",
+    "normal_cdf",
+    "quadratic_forms",
+    "softplus_inverse",
+    "step_compiler_options",
 ]
