@@ -18,8 +18,9 @@ import numpy as np
 from flax import nnx
 
 import lib.data
-from lib.darn import DARN, NADE, AutoregressiveBernoulli, exact_log_prob, fit_mixture_of_bernoullis
-from lib.darn import importance_estimate, init_visible_bias, mean_description_length
+from lib.darn import DARN, NADE, AutoregressiveBernoulli, exact_log_prob
+from lib.darn import fit_mixture_of_bernoullis, importance_estimate, init_visible_bias
+from lib.darn import mean_description_length
 from lib.darn import sampling_cost, train_darn, train_likelihood
 from lib.toolkit import Claim, experiment, run_unit
 
@@ -372,9 +373,9 @@ def run_darn_uci(config: dict) -> list:
     row per dataset and model: the setting with the best validation score (log p for MoB, FVSBN and
     NADE; the description length for DARN, as in the paper), with every setting tried under "grid".
     The selected DARN is trained again (training is deterministic for a seed:
-    "valid_bound_retrained" repeats "valid_bound") and its test log p computed: exact for n_h <= 16,
-    otherwise eq. darn-is with is_samples codes per image, repeated is_repeats times (mean and 95%
-    interval).
+    "valid_bound_retrained" repeats "valid_bound") and its test log p computed: exact for
+    n_h <= 16, otherwise eq. darn-is with is_samples codes per image, repeated is_repeats times
+    (mean and 95% interval).
     """
     rows, seed = [], config["seed"]
     for name in config["datasets"]:
