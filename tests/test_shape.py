@@ -5,7 +5,9 @@
 - no code cell over 80 lines;
 - every figure of an executed notebook numbered and captioned (the cell's `mystnb.figure`
   metadata, or a glued figure that the text places with a name), and every chapter that shows a
-  figure cites one with {numref}.
+  figure cites one with {numref};
+- the API of every module of lib stated (`__all__`, docstrings), and no record (claims,
+  experiments, results files) in a paper's method module.
 
 The chapters are being reshaped one by one: SHORT_OF_THE_BAR lists, per page, what it still
 breaks. Each count may only go down, and must be lowered (or its entry removed) when the page
@@ -201,3 +203,49 @@ def test_each_module_states_its_api_or_is_listed_exactly(module):
     assert not worse, f"lib.{module}: {api_shortfalls(module)} (allowed counts {allowed})"
     better = {k: v for k, v in allowed.items() if found.get(k, 0) < v}
     assert not better, f"lib.{module} got better ({found}): lower API_SHORT_OF_THE_BAR to match"
+
+
+# The record lives apart (issue 61): a paper's method module defines no claim, registers no
+# experiment and names no results file; its report's module lib.<paper>_report holds them. The
+# papers whose record is still in the method module:
+RECORD_IN_METHOD = {"nram"}
+
+
+def record_in(module: str) -> list[str]:
+    """What of the record lib.<module> holds: Claim(...) calls, experiment registrations, paths
+    under results/."""
+    tree = ast.parse((ROOT / "lib" / f"{module}.py").read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+            if name in ("Claim", "experiment", "_experiment"):
+                found.append(f"{name}() at line {node.lineno}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value.startswith("results/"):
+                found.append(f"{node.value!r} at line {node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_a_method_module_holds_no_record(paper):
+    found = record_in(paper)
+    if paper in RECORD_IN_METHOD:
+        assert found, f"lib.{paper} holds no record any more: remove it from RECORD_IN_METHOD"
+    else:
+        assert not found, f"lib.{paper} holds the record: {found[:5]}"
+
+
+def test_importing_a_method_module_registers_no_experiment():
+    """`import lib.<paper>` loads no experiment; `import lib.<paper>_report` registers them."""
+    import subprocess
+
+    for paper in sorted(set(PAPERS) - RECORD_IN_METHOD):
+        mine = f"{{n for n, e in T.EXPERIMENTS.items() if e.chapter == {paper!r}}}"
+        code = (
+            f"import lib.{paper}, lib.toolkit as T; a = {mine}; "
+            f"import lib.{paper}_report; b = {mine}; "
+            "assert not a and b, (sorted(a), sorted(b))"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, (paper, done.stderr[-2000:])
