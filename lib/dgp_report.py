@@ -103,7 +103,12 @@ def run_dgp_kin8nm(config: dict) -> list:
 # %% book/dgp_report.md
 # the results files of dgp-uci at the paper's settings, by dataset (Sections 11 and 13)
 _UCI_PARTS = {
-    "bostonHousing": ("boston-splits0-4", "boston-splits5-9", "boston-splits10-14"),
+    "bostonHousing": (
+        "boston-splits0-4",
+        "boston-splits5-9",
+        "boston-splits10-14",
+        "boston-splits15-19",
+    ),
     "concrete": (
         "concrete-splits0-2",
         "concrete-splits3-4",
