@@ -3,7 +3,7 @@ side by side.
 
     python benchmarks/nram_train.py [--tasks access ... swap] [--seeds 1 4 8 16] [--steps 150]
 
-For each task at its paper configuration (lib.nram.NRAM_CONFIGS: memory, timesteps, batch,
+For each task at its paper configuration (lib.nram_report.NRAM_CONFIGS: memory, timesteps, batch,
 controller), trains `k` seeds side by side (lib.nram.train_nram_seeds; k = 1 is one run on its
 own, lib.nram.train_nram) for `steps` steps, twice: the first run compiles the training step, the
 second, timed, reuses it (train_nram caches its compiled step) and includes everything a training
@@ -23,7 +23,8 @@ from common import Record
 
 
 def main(argv=None) -> int:
-    from lib.nram import EASY_TASKS, NRAM_CONFIGS, train_nram, train_nram_seeds
+    from lib.nram import EASY_TASKS, train_nram, train_nram_seeds
+    from lib.nram_report import NRAM_CONFIGS
     from lib.toolkit import EXPERIMENTS
 
     paper_steps = EXPERIMENTS["nram"].presets["paper"]["steps"]  # a run of `python -m lib nram`

@@ -21,6 +21,8 @@ claims of the scorecard) is a module of its own, generated from the paper's repr
     darn_report       Table 2 (binarised MNIST) and Table 1 (binary UCI sets) for DARN
     partition_report  Figure 3, Table 1 and the 500-hidden-unit RBMs for the tracked log Z
     ebp_report        Table 1, AROW, the deeper network and MNIST for expectation backpropagation
+    nram_report       Table 1's easy tasks, the searches and the claims for the NRAM
+    nram_hard_report  Table 1's hard tasks and Figure 3 for the NRAM (part 2 of its report)
     dgp_report        Figure 1's UCI grid, the authors' kin8nm notebook and MNIST for deep GPs
 """
 
@@ -29,7 +31,10 @@ import importlib
 __version__ = "0.1.0"
 
 # the record modules, generated from the reproduction reports
-REPORTS = ("darn_report", "partition_report", "ebp_report", "dgp_report")
+REPORTS = (
+    *("darn_report", "partition_report", "ebp_report"),
+    *("nram_report", "nram_hard_report", "dgp_report"),
+)
 MODULES = ("data", "toolkit", "darn", "partition", "ebp", "nram", "dgp", *REPORTS)
 __all__ = ["__version__", *MODULES]
 

@@ -3,8 +3,8 @@
 """Neural Random-Access Machines (Kurach et al. 2016), derived in book/nram.md.
 
 Gates on distributions over integers, the fuzzy machine and its discretised twin, the
-controller, the curriculum and the trainer, the easy and hard tasks of Table 1, execution
-traces, and the experiments (training, random search, hard tasks).
+controller, the curriculum and the trainer, the easy and hard tasks of Table 1, and execution
+traces. The paper-scale experiments and the claims are lib.nram_report and lib.nram_hard_report.
 """
 
 # %% book/nram.md
@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
-import json
 import math
 import time
 from functools import lru_cache, partial
@@ -31,13 +30,10 @@ from lib.toolkit import (
     check_array,
     check_finite,
     note_restored,
-    require_results,
     restore_checkpoint,
-    run_unit,
 )
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, checks
 from lib.toolkit import save_checkpoint
-from lib.toolkit import experiment as _experiment
 
 
 # %% book/nram.md
@@ -233,6 +229,7 @@ class NRAMSpec:
 
     @property
     def layout(self) -> "CircuitLayout":
+        """Where each choice sits in the controller's logits (circuit_layout)."""
         return circuit_layout(self)
 
 
@@ -576,6 +573,7 @@ def _gen_swap(n, M, rng):
     return _example(memory, {p: memory[q], q: memory[p]}, M)
 
 
+# %% book/nram.md
 def _gen_permutation(n, M, rng):
     P, A = rng.permutation(n), _values(rng, n, M)
     return _example(_tape(M, n + 1, *P, *A), {1 + i: A[P[i]] for i in range(n)}, M)
@@ -654,6 +652,7 @@ def _gen_walkbst(n, M, rng):
     return _example(memory, {1: keys[node]}, M)
 
 
+# %% book/nram.md
 class Task(NamedTuple):
     """A task of Sec. 4.2: generate(n, M, rng) -> Example, and the smallest tape for difficulty
     n."""
@@ -717,6 +716,7 @@ class MLPController(nnx.Module):
         self.out = nnx.Linear(hidden, spec.layout.size, rngs=rngs)
 
     def initial_carry(self, batch: int):
+        """No state between timesteps: the empty carry."""
         return ()
 
     def __call__(self, bits: jax.Array, carry=()):
@@ -735,6 +735,7 @@ class LSTMController(nnx.Module):
         self.out = nnx.Linear(hidden, spec.layout.size, rngs=rngs)
 
     def initial_carry(self, batch: int):
+        """The LSTM's (hidden, cell) state before the first timestep: zeros, (batch, hidden)."""
         zeros = jnp.zeros((batch, self.hidden), jnp.float32)
         return (zeros, zeros)
 
@@ -766,6 +767,7 @@ def finish_step(finish_logits: jax.Array, horizon: jax.Array | None = None) -> j
     return jnp.argmax(stop, 0)
 
 
+# %% book/nram.md
 class Run(NamedTuple):
     """Per-timestep record of a fuzzy run (T, B, ...): log M_{i, y_i} per cell, each cell's most
     likely value, finish logits, entropy of the controller's choices, and the entropy of the
@@ -845,6 +847,7 @@ def run_fuzzy(
     return run
 
 
+# %% book/nram.md
 def nram_loss(run: Run, mask: jax.Array, horizon: jax.Array | None = None) -> jax.Array:
     """Eq. nram-loss for each example (B,): the finish-weighted negative log-likelihood of the cells
     to modify (horizon (B,): each example's last step, see finish_probabilities)."""
@@ -969,9 +972,11 @@ class TrainConfig:
     seed: int = 0
 
     def spec(self) -> NRAMSpec:
+        """The machine of this configuration: the modules `repeats` times, `registers` registers."""
         return NRAMSpec(MODULES * self.repeats, self.registers)
 
 
+# %% book/nram.md
 @checks(config=Instance(TrainConfig))
 def make_controller(config: TrainConfig, rngs: nnx.Rngs) -> nnx.Module:
     """The controller of `config` (Sec. 3), its read-out layer's initial weights (Flax's LeCun
@@ -1030,6 +1035,7 @@ def load_controller(config: TrainConfig, text: str) -> nnx.Module:
     )
 
 
+# %% book/nram.md
 class _NoiseState(NamedTuple):
     count: jax.Array
     rng_key: jax.Array
@@ -1074,6 +1080,7 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     )
 
 
+# %% book/nram.md
 class NRAMResult(NamedTuple):
     """What train_nram returns: the selected controller, the step after which it was taken, the last
     one, per-chunk history, final curriculum level, seconds."""
@@ -1129,6 +1136,7 @@ def _chunk_fn(config: TrainConfig, graphdef, tx):
     return lambda state, batches: jax.lax.scan(step, state, batches)
 
 
+# %% book/nram.md
 @lru_cache(maxsize=16)
 def _compiled_chunk_fn(config: TrainConfig, graphdef, many: bool = False):
     """_chunk_fn jitted, and kept for later runs of the same architecture and optimizer: another
@@ -1166,7 +1174,8 @@ def _check_config(config: TrainConfig) -> None:
         raise ValueError(f"timesteps must be at least 1, got {config.timesteps}")
 
 
-class _RunLog:
+# %% book/nram.md
+class _RunBook:
     """The host side of one training run: its data generator and curriculum, its history, and the
     best controller so far (train_nram runs one, train_nram_seeds several side by side)."""
 
@@ -1233,6 +1242,11 @@ class _RunLog:
         self.curriculum.update(last, error_level)
         return entry
 
+
+# %% book/nram.md
+class _RunLog(_RunBook):
+    """A _RunBook that a checkpoint can hold and restore, and that gives the run's result."""
+
     def extra(self) -> dict:
         """What a checkpoint keeps of the run besides its arrays."""
         return {
@@ -1267,6 +1281,7 @@ class _RunLog:
         )
 
 
+# %% book/nram.md
 def _start_from(config: TrainConfig, init: nnx.Module | None, seed: int) -> nnx.Module:
     """The controller a run starts from: a fresh one of `config` (make_controller, seeded by
     `seed`), or one with the parameters of `init`, which must be a controller of the same kind and
@@ -1290,6 +1305,7 @@ def _start_from(config: TrainConfig, init: nnx.Module | None, seed: int) -> nnx.
     return nnx.merge(graphdef, copied, rest)
 
 
+# %% book/nram.md
 @checks(
     config=Instance(TrainConfig),
     progress=Bool(),
@@ -1366,6 +1382,7 @@ def train_nram(
     return run.result(graphdef, params, rest, spent + time.perf_counter() - began)
 
 
+# %% book/nram.md
 def _stack(trees):
     return jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
@@ -1374,6 +1391,37 @@ def _unstack(tree, i: int):
     return jax.tree.map(lambda x: x[i], tree)
 
 
+def _check_seeds(seeds) -> list:
+    """`seeds` as a list of distinct integers >= 0, or a ValueError that says what is wrong."""
+    seeds = list(seeds) if isinstance(seeds, (list, tuple, range, np.ndarray)) else seeds
+    if not isinstance(seeds, list) or not seeds:
+        raise ValueError(f"seeds must be a non-empty list of integers, got {seeds!r}")
+    for s in seeds:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s < 0:
+            raise ValueError(f"seeds must hold integers >= 0, got {s!r} in {seeds}")
+    if len(set(int(s) for s in seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds}")
+    return seeds
+
+
+def _resume_runs(checkpoint_dir, state, runs: list) -> tuple:
+    """(state, chunks done, step saved at, seconds spent) of side-by-side runs: from the latest
+    checkpoint in checkpoint_dir (each run's host side restored in place), else from the start."""
+    if checkpoint_dir is None:
+        return state, 0, 0, 0.0
+    restored = restore_checkpoint(
+        checkpoint_dir, {"state": state, "best": _stack([r.best for r in runs])}
+    )
+    if restored is None:
+        return state, 0, 0, 0.0
+    saved_at, trees, extra = restored
+    for i, run in enumerate(runs):
+        run.restore(extra["runs"][i], _unstack(trees["best"], i))
+    note_restored(checkpoint_dir, saved_at)
+    return trees["state"], extra["chunks"], saved_at, extra["seconds"]
+
+
+# %% book/nram.md
 @checks(
     config=Instance(TrainConfig),
     progress=Bool(),
@@ -1397,14 +1445,7 @@ def train_nram_seeds(
     checkpoint_dir, checkpoint_every: as for train_nram, for all the runs at once.
     init: as for train_nram, every run starting from its parameters.
     """
-    seeds = list(seeds) if isinstance(seeds, (list, tuple, range, np.ndarray)) else seeds
-    if not isinstance(seeds, list) or not seeds:
-        raise ValueError(f"seeds must be a non-empty list of integers, got {seeds!r}")
-    for s in seeds:
-        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s < 0:
-            raise ValueError(f"seeds must hold integers >= 0, got {s!r} in {seeds}")
-    if len(set(int(s) for s in seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct, got {seeds}")
+    seeds = _check_seeds(seeds)
     _check_config(config)
     configs = [dataclasses.replace(config, seed=int(s)) for s in seeds]
     states, runs = [], []
@@ -1416,18 +1457,7 @@ def train_nram_seeds(
     chunk = _compiled_chunk_fn(_step_settings(config), graphdef, many=True)
     began = time.perf_counter()
     n_chunks = -(-config.steps // config.chunk)
-    done_chunks, saved_at, spent = 0, 0, 0.0
-    if checkpoint_dir is not None:
-        restored = restore_checkpoint(
-            checkpoint_dir, {"state": state, "best": _stack([r.best for r in runs])}
-        )
-        if restored is not None:
-            saved_at, trees, extra = restored
-            state = trees["state"]
-            for i, run in enumerate(runs):
-                run.restore(extra["runs"][i], _unstack(trees["best"], i))
-            done_chunks, spent = extra["chunks"], extra["seconds"]
-            note_restored(checkpoint_dir, saved_at)
+    state, done_chunks, saved_at, spent = _resume_runs(checkpoint_dir, state, runs)
     report = Progress(
         config.steps * len(seeds),
         f"NRAM {config.task}, {len(seeds)} seeds",
@@ -1456,17 +1486,10 @@ def train_nram_seeds(
         if checkpoint_dir is not None and (
             first + k - saved_at >= checkpoint_every or c == n_chunks - 1
         ):
-            saved_at = first + k
-            save_checkpoint(
-                checkpoint_dir,
-                saved_at,
-                {"state": state, "best": _stack([r.best for r in runs])},
-                {
-                    "runs": [r.extra() for r in runs],
-                    "chunks": c + 1,
-                    "seconds": spent + time.perf_counter() - began,
-                },
-            )
+            saved_at, seconds = first + k, spent + time.perf_counter() - began
+            trees = {"state": state, "best": _stack([r.best for r in runs])}
+            extra = {"runs": [r.extra() for r in runs], "chunks": c + 1, "seconds": seconds}
+            save_checkpoint(checkpoint_dir, saved_at, trees, extra)
     report.close()
     seconds = spent + time.perf_counter() - began
     return [
@@ -1495,12 +1518,14 @@ class PolicyController(nnx.Module):
         self.policy = policy
 
     def initial_carry(self, batch: int):
+        """No state between timesteps: the empty carry."""
         return ()
 
     def __call__(self, bits: jax.Array, carry=()):
         return self.policy(bits, carry)
 
 
+# %% book/nram.md
 @checks(config=Instance(TrainConfig), n=Int(1))
 def scaled_size(config: TrainConfig, n: int) -> tuple[int, int]:
     """(memory size, timesteps) for difficulty n: those of training up to its top difficulty; beyond
@@ -1514,6 +1539,7 @@ def scaled_size(config: TrainConfig, n: int) -> tuple[int, int]:
     )
 
 
+# %% book/nram.md
 @partial(
     jax.jit,
     static_argnames=("graphdef", "spec", "timesteps"),
@@ -1654,57 +1680,7 @@ def format_trace(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_trace(rows: list[dict], ax=None, cells=None, title: str | None = None):
-    """The rows of `trace` as a figure, like the paper's Tables 2 and 6: a line per timestep with
-    the memory and the registers at its start, the cells that READ reads framed in blue and those
-    that WRITE writes filled in orange (the value written beside the line), and the finish
-    probability. cells: the memory cells to show (default all). Returns the axes."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
-    if not rows:
-        raise ValueError("rows must be a non-empty trace (the list that `trace` returns)")
-    M, R = len(rows[0]["memory"]), len(rows[0]["registers"])
-    cells = list(range(M)) if cells is None else [int(c) for c in cells]
-    if not cells or min(cells) < 0 or max(cells) >= M:
-        raise ValueError(f"cells must be memory cells in 0..{M - 1}, got {cells}")
-    column = {c: j for j, c in enumerate(cells)}
-    reg0 = len(cells) + 0.6  # the registers' first column
-    right = reg0 + R + 0.4  # where the READ / WRITE / finish text starts
-    if ax is None:
-        _, ax = plt.subplots(figsize=(min(0.32 * (right + 9), 12), 0.32 * (len(rows) + 2)))
-    for t, row in enumerate(rows):
-        for c in cells:
-            x = column[c]
-            written = [a for p, a in row["writes"] if p == c]
-            if written:
-                ax.add_patch(Rectangle((x - 0.5, t - 0.5), 1, 1, color="#f6b26b", zorder=0))
-            if c in row["reads"]:
-                ax.add_patch(
-                    Rectangle((x - 0.45, t - 0.45), 0.9, 0.9, fill=False, ec="#1f77b4", lw=1.5)
-                )
-            ax.text(x, t, str(int(row["memory"][c])), ha="center", va="center", fontsize=7)
-        for j, v in enumerate(row["registers"]):
-            ax.text(reg0 + j, t, str(int(v)), ha="center", va="center", fontsize=7, color="0.3")
-        text = " ".join([f"R {p}" for p in row["reads"]] + [f"W {p}:{a}" for p, a in row["writes"]])
-        ax.text(right, t, f"{text}   f {row['finish_probability']:.2f}", va="center", fontsize=7)
-    for j, c in enumerate(cells):
-        ax.text(j, -1, str(c), ha="center", va="center", fontsize=6, color="0.5")
-    for j in range(R):
-        ax.text(reg0 + j, -1, f"r{j + 1}", ha="center", va="center", fontsize=6, color="0.5")
-    ax.text(right, -1, "READ / WRITE p:a, finish prob.", va="center", fontsize=6, color="0.5")
-    ax.set_yticks(range(len(rows)), [f"{row['step']}" for row in rows], fontsize=7)
-    ax.set_xticks([])
-    ax.set_xlim(-0.6, right + 8)
-    ax.set_ylim(len(rows) - 0.5, -1.6)
-    for side in ("top", "right", "bottom"):
-        ax.spines[side].set_visible(False)
-    ax.set_ylabel("timestep", fontsize=7)
-    if title:
-        ax.set_title(title, fontsize=9)
-    return ax
-
-
+# %% book/nram.md
 @checks(spec=Instance(NRAMSpec))
 def circuit_choices(spec: NRAMSpec, logits) -> tuple[list, list]:
     """The argmax circuit of one timestep: (for each gate, the indices of its inputs; for each
@@ -1720,6 +1696,26 @@ def circuit_choices(spec: NRAMSpec, logits) -> tuple[list, list]:
     return args, [int(o) for o in outs]
 
 
+def _circuit_positions(spec: NRAMSpec, args: list, outs: list) -> tuple[list, dict]:
+    """The gates that matter in a circuit (their output reaches a register or they write to
+    memory), in evaluation order, and where draw_circuit puts each box: the registers r_j in a
+    column on the left, the gates left to right, zig-zagging vertically."""
+    R = spec.registers
+    needed, todo = set(), list(outs) + [R + i for i, m in enumerate(spec.modules) if m == "WRITE"]
+    while todo:
+        k = todo.pop()
+        if k >= R and k not in needed:
+            needed.add(k)
+            todo += args[k - R]
+    gates = sorted(needed)
+    pos = {j: (0.0, -1.2 * j) for j in range(R)}
+    depth = (len(gates) - 1) or 1
+    for row, k in enumerate(gates):
+        pos[k] = (1.0 + row, -1.2 * (R - 1) * ((row % 2) * 0.8 + 0.1) - 0.15 * row / depth)
+    return gates, pos
+
+
+# %% book/nram.md
 @checks(spec=Instance(NRAMSpec))
 def draw_circuit(spec: NRAMSpec, logits, ax=None, title: str | None = None):
     """Draw the argmax circuit of one timestep (Figure 4): registers r_j on the left, the gates that
@@ -1730,897 +1726,40 @@ def draw_circuit(spec: NRAMSpec, logits, ax=None, title: str | None = None):
     args, outs = circuit_choices(spec, logits)
     R = spec.registers
     names = [f"r{j + 1}" for j in range(R)] + list(spec.modules)
-    needed, todo = (
-        set(),
-        [o for o in outs] + [R + i for i, m in enumerate(spec.modules) if m == "WRITE"],
-    )
-    while todo:
-        k = todo.pop()
-        if k >= R and k not in needed:
-            needed.add(k)
-            todo += args[k - R]
-    gates = sorted(needed)
+    gates, pos = _circuit_positions(spec, args, outs)
     ax = ax or plt.subplots(figsize=(2.2 + 1.1 * len(gates), 0.6 * max(R, len(gates)) + 1.2))[1]
-    pos = {j: (0.0, -1.2 * j) for j in range(R)}
-    depth = (len(gates) - 1) or 1
-    for row, k in enumerate(
-        gates
-    ):  # gates left to right in evaluation order, zig-zagging vertically
-        pos[k] = (1.0 + row, -1.2 * (R - 1) * ((row % 2) * 0.8 + 0.1) - 0.15 * row / depth)
     right = 1.0 + len(gates)
     box = dict(boxstyle="round", fc="white", ec="0.3")
+    short = {"LESSTHAN": "lt", "LESSOREQUALTHAN": "le", "EQUALITYTEST": "eq"}
     for k, (x, y) in pos.items():
-        short = {"LESSTHAN": "lt", "LESSOREQUALTHAN": "le", "EQUALITYTEST": "eq"}.get(
-            names[k], names[k].lower()
-        )
-        ax.text(
-            x,
-            y,
-            short if k >= R else names[k],
-            ha="center",
-            va="center",
-            bbox=box,
-            fontsize=9,
-            zorder=3,
-        )
+        label = short.get(names[k], names[k].lower()) if k >= R else names[k]
+        ax.text(x, y, label, ha="center", va="center", bbox=box, fontsize=9, zorder=3)
     for j in range(R):
         ax.text(
             right, -1.2 * j, f"r{j + 1}'", ha="center", va="center", bbox=box, fontsize=9, zorder=3
         )
+    inputs = {"READ": ["p"], "WRITE": ["p", "a"], "SUB": ["x", "y"]}
+    inputs |= {"LESSTHAN": ["x", "y"], "LESSOREQUALTHAN": ["x", "y"]}
     for k in gates:
-        module = spec.modules[k - R]
-        labels = {
-            "READ": ["p"],
-            "WRITE": ["p", "a"],
-            "LESSTHAN": ["x", "y"],
-            "LESSOREQUALTHAN": ["x", "y"],
-            "SUB": ["x", "y"],
-        }.get(module, [])
+        labels = inputs.get(spec.modules[k - R], [])
         for a_i, src in enumerate(args[k - R]):
-            ax.annotate(
-                "",
-                pos[k],
-                pos[src],
-                arrowprops=dict(
-                    arrowstyle="->",
-                    color="0.35",
-                    shrinkA=9,
-                    shrinkB=9,
-                    connectionstyle=f"arc3,rad={0.15 if a_i else -0.15}",
-                ),
-            )
+            bend = f"arc3,rad={0.15 if a_i else -0.15}"
+            wire = dict(arrowstyle="->", color="0.35", shrinkA=9, shrinkB=9, connectionstyle=bend)
+            ax.annotate("", pos[k], pos[src], arrowprops=wire)
             if a_i < len(labels):
-                ax.text(
-                    pos[k][0] - 0.28,
-                    pos[k][1] + (0.22 if a_i == 0 else -0.22),
-                    labels[a_i],
-                    fontsize=8,
-                    color="C3",
-                    ha="center",
-                    va="center",
-                )
+                x, y = pos[k][0] - 0.28, pos[k][1] + (0.22 if a_i == 0 else -0.22)
+                ax.text(x, y, labels[a_i], fontsize=8, color="C3", ha="center", va="center")
     for j, src in enumerate(outs):
-        ax.annotate(
-            "",
-            (right, -1.2 * j),
-            pos[src],
-            arrowprops=dict(
-                arrowstyle="->", color="C0", shrinkA=9, shrinkB=9, connectionstyle="arc3,rad=0.08"
-            ),
+        wire = dict(
+            arrowstyle="->", color="C0", shrinkA=9, shrinkB=9, connectionstyle="arc3,rad=0.08"
         )
+        ax.annotate("", (right, -1.2 * j), pos[src], arrowprops=wire)
     ax.set_xlim(-0.5, right + 0.5)
     ax.set_ylim(-1.2 * (R - 1) - 0.8, 0.8)
     ax.axis("off")
     if title:
         ax.set_title(title)
     return ax
-
-
-# %% book/nram.md
-NRAM_CONFIGS = {
-    "access": TrainConfig(
-        task="access", memory_size=22, timesteps=4, max_difficulty=20, entropy=0.01
-    ),
-    "increment": TrainConfig(
-        task="increment", registers=5, memory_size=16, timesteps=18, max_difficulty=15, entropy=0.01
-    ),
-    "copy": TrainConfig(task="copy", memory_size=31, timesteps=20, max_difficulty=15, entropy=0.01),
-    "reverse": TrainConfig(
-        task="reverse", memory_size=31, timesteps=20, max_difficulty=15, entropy=0.01
-    ),
-    "swap": TrainConfig(task="swap", memory_size=24, timesteps=6, max_difficulty=20, entropy=0.01),
-}
-"""The five easy tasks at the paper's training lengths (Table 1: len(A) <= 20, 15, 15, 15, 20)."""
-
-#: Copy (the run of Section 6) and Access sized to train in minutes on a laptop CPU (Copy's seed:
-#: one that learns it, see the book-scale seed sweep in Section 6).
-BOOK_CONFIGS = {
-    "copy": TrainConfig(
-        task="copy",
-        memory_size=16,
-        timesteps=12,
-        max_difficulty=7,
-        entropy=0.01,
-        steps=1300,
-        seed=5,
-    ),
-    "access": TrainConfig(
-        task="access",
-        memory_size=12,
-        timesteps=4,
-        max_difficulty=10,
-        entropy=0.01,
-        steps=2500,
-        seed=0,
-    ),
-}
-
-
-# %% book/nram.md
-@checks(
-    spec=Instance(NRAMSpec),
-    policy=Function(),
-    timesteps=Int(1),
-    min_seconds=Float(0),
-    min_repeats=Int(1),
-)
-def time_machines(
-    spec: NRAMSpec,
-    policy: Callable,
-    sizes: Sequence[int] = (50, 100, 500),
-    *,
-    timesteps: int = 40,
-    min_seconds: float = 0.25,
-    min_repeats: int = 5,
-) -> list[dict]:
-    """Seconds per timestep of the discretised and the fuzzy machine running `policy` on Copy, per
-    tape size M (Sec. 3.4: the discretised machine's memory access is O(1) in M, the fuzzy one's
-    O(M^2)).
-
-    Each machine is called until the calls have taken `min_seconds` and there were at least
-    `min_repeats` of them, and the fastest call counts: a call of the discretised machine lasts tens
-    of microseconds, so a fixed handful of calls measures the scheduler's noise (a factor of 3 on a
-    shared CPU) more than the machine."""
-    if min_seconds < 0 or min_repeats < 1:
-        raise ValueError(
-            f"time_machines needs min_seconds >= 0 and min_repeats >= 1, got {min_seconds}, "
-            f"{min_repeats}"
-        )
-
-    def fastest(fn, args):
-        jax.block_until_ready(fn(*args))
-        best, spent, calls = float("inf"), 0.0, 0
-        while calls < min_repeats or spent < min_seconds:
-            began = time.perf_counter()
-            jax.block_until_ready(fn(*args))
-            took = time.perf_counter() - began
-            best, spent, calls = min(best, took), spent + took, calls + 1
-        return best
-
-    rows = []
-    for M in sizes:
-        n = min((M - 1) // 2, timesteps)
-        batch = make_batch("copy", [n], M, np.random.default_rng(0))
-        memory = jnp.asarray(batch.memory)
-        discrete = jax.jit(lambda m: run_discrete(spec, policy, m, timesteps))
-        fuzzy = jax.jit(lambda m, y: run_output(run_fuzzy(spec, policy, m, y, timesteps)))
-        rows.append(
-            {
-                "M": M,
-                "discrete_seconds_per_step": fastest(discrete, (memory[0],)) / timesteps,
-                "fuzzy_seconds_per_step": fastest(fuzzy, (memory, memory)) / timesteps,
-            }
-        )
-    return rows
-
-
-# %% book/nram.md
-@checks(
-    task=OneOf(*TASKS),
-    part=Instance(str),
-    seed=Int(0),
-    experiment=OneOf("nram", "nram-hard"),
-)
-def stored_controller(
-    task: str, part: str, seed: int, results_dir=None, experiment: str = "nram"
-) -> nnx.Module:
-    """The controller that results/nram/<experiment>.<part>.json keeps for `task` and `seed` (the
-    one row of that task and seed; results_dir as for require_results)."""
-    record = require_results("nram", experiment, part=part, results_dir=results_dir)
-    rows = [r for r in record["rows"] if (r["task"], r["seed"]) == (task, seed)]
-    if len(rows) != 1:
-        have = sorted({(r["task"], r["seed"]) for r in record["rows"]})
-        raise ValueError(
-            f"{experiment}.{part}.json has {len(rows)} rows of task {task!r} and seed {seed} "
-            f"(need one); its rows: {have}"
-        )
-    return load_controller(TrainConfig(**rows[0]["train_config"]), rows[0]["controller"])
-
-
-def _split_setting(setting: dict, experiment: str) -> tuple[dict, Callable]:
-    """An experiment's setting as (the TrainConfig fields it changes, init(task)): init gives the
-    controller that its "init_from" {"part": P, "seed": S} names in results/nram/<experiment>.P.json
-    (stored_controller), or None if it names none."""
-    fields = {k: v for k, v in setting.items() if k != "init_from"}
-
-    def init(task: str) -> nnx.Module | None:
-        if "init_from" not in setting:
-            return None
-        return stored_controller(task, **setting["init_from"], experiment=experiment)
-
-    return fields, init
-
-
-def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
-    """What a results row keeps of one training run: its configuration, curriculum, history and the
-    selected controller."""
-    return {
-        "train_config": dataclasses.asdict(config),
-        "final_level": result.level,
-        "selected_step": result.selected_step,
-        "train_seconds": round(result.wall_seconds, 1),
-        "history": {k: v.tolist() for k, v in result.history.items()},
-        "controller": controller_text(result.controller),
-    }
-
-
-def _evaluations(controller, run: TrainConfig, lengths, examples: int, mixed: bool = False):
-    """What the paper-scale experiments measure of a trained run: the evaluation at its top
-    training length (1,000 examples) and one at each of `lengths` (`examples` each), every one
-    on fresh examples of its own seed (run.seed + 1, + the length)."""
-    top = evaluate(
-        controller, run, run.max_difficulty, examples=1000, seed=run.seed + 1, mixed=mixed
-    )
-    rest = [
-        evaluate(controller, run, n, examples=examples, seed=run.seed + 1 + n, mixed=mixed)
-        for n in lengths
-    ]
-    return top, rest
-
-
-@_experiment(
-    "nram",
-    chapter="nram",
-    book={
-        "scale": "book",
-        "tasks": ["copy", "access"],
-        "seeds": None,
-        "steps": None,
-        "setting": {},
-        "side_by_side": False,
-        "test_lengths": [5, 10, 20, 30, 50],
-        "test_examples": 200,
-    },
-    paper={
-        "scale": "paper",
-        "tasks": list(EASY_TASKS),
-        "seeds": [0, 1, 2, 3],
-        "steps": 20000,
-        "setting": {},
-        "side_by_side": False,
-        "test_lengths": [5, 10, 15, 20, 25, 30, 40, 50],
-        "test_examples": 200,
-    },
-)
-def run_nram(config: dict) -> list:
-    """Table 1 for the easy tasks: train each task with each seed (BOOK_CONFIGS or NRAM_CONFIGS,
-    with the TrainConfig fields of `setting` changed), then the error at the top training length,
-    the generalisation error up to length 50 and the discretised agreement; each row keeps the
-    selected controller (`load_controller(TrainConfig(**row["train_config"]),
-    row["controller"])`).
-    `setting` may also hold "init_from": {"part": P, "seed": S}: every run then starts from the
-    controller that results/nram/nram.P.json keeps for its task and seed S (train_nram's `init`),
-    to train it further under the rest of the setting.
-    `side_by_side`: a task's seeds trained together in one compiled program (train_nram_seeds,
-    faster than one after another, see Section 8; a seed's run equals its own up to floating-point
-    rounding; "train_seconds" the time of all over their number), a row per seed as before."""
-    configs = {"book": BOOK_CONFIGS, "paper": NRAM_CONFIGS}[config["scale"]]
-    setting = config.get("setting") or {}
-    fields, init = _split_setting(setting, "nram")
-    label = f" {json.dumps(setting, sort_keys=True)}" if setting else ""
-
-    def row(task, train, result):
-        top, tests = _evaluations(
-            result.controller, train, config["test_lengths"], config["test_examples"]
-        )
-        return {
-            "task": task,
-            "seed": train.seed,
-            "setting": setting,
-            **_run_record(train, result),
-            "error_at_max_length": top["error"],
-            "discrete_error_at_max_length": top["error_discrete"],
-            "agreement_at_max_length": top["agreement"],
-            "generalisation": tests,
-        }
-
-    rows = []
-    for task in config["tasks"]:
-        seeds = config["seeds"] or [configs[task].seed]  # None: the seed of the task's config
-        base = dataclasses.replace(
-            configs[task], steps=config["steps"] or configs[task].steps, **fields
-        )
-        if config.get("side_by_side") and len(seeds) > 1:
-
-            def unit(checkpoint_dir, task=task, seeds=seeds, base=base):
-                runs = _side_by_side(base, seeds, checkpoint_dir, init=init(task))
-                return [row(task, train, result) for train, result in runs]
-
-            rows += run_unit(f"{task} seeds {list(seeds)} side by side{label}", unit)
-            continue
-        for seed in seeds:
-            train = dataclasses.replace(base, seed=seed)
-
-            def unit(checkpoint_dir, task=task, train=train):
-                result = train_nram(train, init=init(task), checkpoint_dir=checkpoint_dir)
-                return row(task, train, result)
-
-            rows.append(run_unit(f"{task} seed {seed}{label}", unit))
-    return rows
-
-
-SEARCH_SPACE = {
-    "entropy": [0.003, 0.01, 0.03, 0.1],
-    "noise_eta": [0.0, 0.01, 0.1, 0.3],
-    "learning_rate": [0.003, 0.01, 0.03],
-    "hidden": [64, 128],
-    "registers": [4, 5, 6],
-    "repeats": [1, 2],
-    "controller": ["mlp", "lstm"],
-    "noise_decay": [None, 0.9995, 0.9999],
-    "entropy_decay": [0.999, 0.9997, 1.0],
-    "batch_size": [16, 32, 64],
-    "threshold": [0.05, 0.1, 0.2],
-    "init_scale": [1.0, 4.0],
-}
-"""The hyper-parameters `nram-search` draws from, each uniformly from its list (the paper
-gives none): those of Sec. 4.1 (learning rate, the gradient noise's scale and schedule, the
-entropy bonus and its decay), the machine's (registers, modules once or twice), the
-controller's (kind, width, the scale of its first circuits), the batch size and the curriculum's
-threshold; `search_space` adds a task's own."""
-
-TASK_SEARCH_SPACE = {"swap": {"timesteps": [6, 8, 10], "extra_timesteps": [0, 4]}}
-"""What a task's search adds to SEARCH_SPACE: for Swap, whose learned programs did not stop
-(Section 8), the timesteps and the horizons beyond them (`extra_timesteps`)."""
-
-
-@checks(task=OneOf(*TASKS))
-def search_space(task: str) -> dict:
-    """The space `nram-search` draws from for `task` when its config gives none: SEARCH_SPACE and
-    the task's TASK_SEARCH_SPACE."""
-    return {**SEARCH_SPACE, **TASK_SEARCH_SPACE.get(task, {})}
-
-
-@checks(space=Instance(dict), count=Int(1), seed=Int(0))
-def draw_settings(space: dict, count: int, seed: int) -> list[dict]:
-    """`count` settings, each field drawn independently and uniformly from its list in `space`."""
-    rng = np.random.default_rng(seed)
-    empty = sorted(k for k, v in space.items() if not isinstance(v, list) or not v)
-    if empty:
-        raise ValueError(
-            f"space must map every field to a non-empty list of values; not so for {empty}"
-        )
-    bad = set(space) - {f.name for f in dataclasses.fields(TrainConfig)} | (
-        {"task", "seed", "steps"} & set(space)
-    )
-    if bad:
-        raise ValueError(
-            f"space names fields that are not searchable TrainConfig fields: {sorted(bad)}"
-        )
-    return [{k: v[int(rng.integers(len(v)))] for k, v in space.items()} for _ in range(count)]
-
-
-def _side_by_side(train: TrainConfig, seeds: list, checkpoint_dir, init=None) -> list:
-    """train_nram_seeds of `train` for `seeds` (from `init`, as train_nram's): per seed its config
-    and its result, whose wall_seconds is the side-by-side training's over the number of seeds."""
-    results = train_nram_seeds(train, seeds, init=init, checkpoint_dir=checkpoint_dir)
-    return [
-        (
-            dataclasses.replace(train, seed=seed),
-            result._replace(wall_seconds=result.wall_seconds / len(seeds)),
-        )
-        for seed, result in zip(seeds, results)
-    ]
-
-
-@_experiment(
-    "nram-search",
-    chapter="nram",
-    book={
-        "task": "swap",
-        "count": 2,
-        "settings": [0, 1],
-        "seeds": [0],
-        "search_seed": 0,
-        "steps": 200,
-        "space": {"registers": [4, 5]},
-        "examples": 200,
-    },
-    paper={
-        "task": "swap",
-        "count": 24,
-        "settings": list(range(24)),
-        "seeds": list(range(8)),
-        "search_seed": 0,
-        "steps": 5000,
-        "space": None,
-        "examples": 500,
-    },
-)
-def run_nram_search(config: dict) -> list:
-    """A random search for one task at its paper length (NRAM_CONFIGS, or HARD_CONFIGS for a hard
-    task): `count` settings drawn from `space` (draw_settings; None: `search_space(task)`), of
-    which those in `settings` (indices) are trained for `steps` steps, each with every seed offset
-    s of `seeds` (the run's seed: index + 1000 s), the seeds of a setting side by side
-    (train_nram_seeds); per run the curriculum level reached and the error of the selected
-    controller at the top training length (fuzzy and discretised; for a hard task on lengths drawn
-    uniformly up to it, "mixed", as Table 1 and Figure 3), and the controller itself
-    (`load_controller(TrainConfig(**row["train_config"]), row["controller"])`)."""
-    task = config["task"]
-    paper = {**NRAM_CONFIGS, **HARD_CONFIGS}
-    if task not in paper:
-        raise ValueError(f"task must be one of {sorted(paper)}, got {task!r}")
-    base, mixed = paper[task], task in HARD_TASKS
-    space = search_space(task) if config["space"] is None else config["space"]
-    drawn = draw_settings(space, config["count"], config["search_seed"])
-    bad = [i for i in config["settings"] if not 0 <= i < len(drawn)]
-    if bad:
-        raise ValueError(f"settings must be indices below count={config['count']}, got {bad}")
-    rows = []
-    for i in config["settings"]:
-        setting = drawn[i]
-        train = dataclasses.replace(base, steps=config["steps"], **setting)
-        seeds = [i + 1000 * s for s in config["seeds"]]
-
-        def unit(checkpoint_dir, i=i, setting=setting, train=train, seeds=seeds):
-            runs = []
-            for run, result in _side_by_side(train, seeds, checkpoint_dir):
-                top = evaluate(
-                    result.controller,
-                    run,
-                    run.max_difficulty,
-                    examples=config["examples"],
-                    seed=run.seed + 1,
-                    mixed=mixed,
-                )
-                h = result.history
-                runs.append(
-                    {
-                        "task": run.task,
-                        "setting_index": i,
-                        "seed": run.seed,
-                        "setting": setting,
-                        "final_level": result.level,
-                        "max_level": run.max_difficulty,
-                        "selected_step": result.selected_step,
-                        "train_seconds": round(result.wall_seconds, 1),
-                        "error": top["error"],
-                        "discrete_error": top["error_discrete"],
-                        "agreement": top["agreement"],
-                        "mixed": mixed,
-                        "history": {
-                            k: h[k].tolist() for k in ("step", "loss", "error_level", "level")
-                        },
-                        "train_config": dataclasses.asdict(run),
-                        "controller": controller_text(result.controller),
-                    }
-                )
-            return runs
-
-        rows += run_unit(f"{train.task} {i} {json.dumps(setting, sort_keys=True)}", unit)
-    return rows
-
-
-# %% book/nram.md
-NRAM_PARTS = {  # the pieces of the paper-scale run in results/nram/, nram.<piece>.json
-    "access": ("access", "access-seed4"),
-    "increment": tuple(f"increment-seed{s}" for s in range(5)),
-    "copy": tuple(f"copy-seed{s}" for s in range(5)),
-    "reverse": (
-        "reverse-seed0",
-        "reverse-seeds1-2",
-        "reverse-seed3",
-        "reverse-seed4",
-        "reverse-init4-seeds0-7",
-    ),
-    "swap": (
-        *(f"swap-seed{s}" for s in range(5)),
-        "swap-init4-seeds0-7",
-        "swap-init4-seeds8-23",  # sixteen more at that scale, side by side, 6,000 steps
-        "swap-init4-h4-seeds0-3",  # trained at several horizons (extra_timesteps)
-        "swap-init4-h4-seeds8-23",  # sixteen more there, side by side, 6,000 steps
-        "swap-init4-h4-r5-seeds0-15",  # ... with five registers
-        "swap-init4-h4-r6-seeds0-15",  # ... with six
-        "swap-sharpen1e-3-from-h4-seed11",  # its learner trained on with an entropy penalty
-        "swap-sharpen3e-3-from-h4-seed11",
-        "swap-sharpen1e-3-lr1e-3-from-h4-seed11",  # ... at a tenth of the learning rate
-        "swap-sharpen1e-3-lr1e-3-from-sharpened-seed2",
-        "swap-sharpen1e-3-lr1e-3-again",  # the first of those sharpened on
-        "swap-sharpen3e-3-lr1e-3-again",
-        "swap-sharpen1e-3-lr1e-3-again-seeds4-19",  # sixteen more seeds of the first
-        "swap-h4-from-init4-seed2",  # the controller of init4 seed 2 trained on at those horizons
-        "swap-lstm-init4-h4-seeds0-5",  # at those horizons with an LSTM controller, which can count
-        "swap-lstm-init4-seeds0-7",  # an LSTM at the training horizon (a learner to go on from)
-        "swap-init4-repeats2-seeds0-7",  # the modules twice, as the paper's Swap circuits
-        "swap-init4-repeats2-h4-seeds0-7",  # ... and at several horizons
-        "swap-init4-repeats2-r2-seeds0-7",  # ... with two registers, as the paper's Swap
-        "swap-init4-repeats2-r2-h4-seeds0-7",  # ... and at several horizons
-        "swap-values1e-2-from-h4-seed11",  # seed 11 with footnote 7's penalty on the values
-        "swap-values1e-1-from-h4-seed11",  # ... ten times stronger
-        "swap-init4-h4-values1e-2-seeds0-15",  # ... from scratch, throughout
-        "swap-sharpen1e-3-lr1e-3-from-again-seed1",  # the run that leaves the cells, trained on
-        "swap-sharpen1e-3-lr1e-4-from-again-seed1",  # ... at a tenth of the learning rate
-    ),
-}
-HARD_TABLE1 = {  # Table 1's hard tasks: name, training error as printed, and as a fraction
-    "permutation": ("Permutation", "0", 0.0),
-    "listk": ("ListK", "0", 0.0),
-    "listsearch": ("ListSearch", "0", 0.0),
-    "merge": ("Merge", "1%", 0.01),
-    "walkbst": ("WalkBST", "0.3%", 0.003),
-}
-HARD_PARTS = {  # the hard tasks' runs at Table 1's lengths in results/nram/, nram-hard.<piece>.json
-    "permutation": (
-        "permutation",
-        "permutation-init4",
-        "permutation-repeats2",
-        "permutation-lstm-finish3",
-    ),
-    "listk": ("listk", "listk-init4", "listk-lstm-finish3"),
-    "listsearch": ("listsearch", "listsearch-init4", "listsearch-lstm-finish3"),
-    "merge": ("merge", "merge-lstm-finish3"),
-    "walkbst": (
-        "walkbst",
-        "walkbst-lstm-finish3",
-        "walkbst-lstm-finish3-seeds8-15",
-        "walkbst-lstm-finish3-from-seed12",  # the best seed trained on, at a tenth of the rate
-        "walkbst-lstm-finish3-from-seed12-lr1e-2",  # ... and at the rate itself, the control
-    ),
-}
-
-
-# %% book/nram.md
-@checks(spec=Instance(NRAMSpec))
-def swap_program(spec: NRAMSpec) -> Callable:
-    """A hand-written policy that solves Swap in five timesteps (Sec. 8 of the chapter). Needs R >=
-    4 and the modules READ, ZERO, ONE, WRITE; the phase is read from the registers' zero tests."""
-    phases = [
-        jnp.asarray(
-            program_logits(spec, inputs, registers + ["r5", "r6"][: spec.registers - 4], finish)
-        )
-        for inputs, registers, finish in (
-            (
-                {"READ": "r1", "WRITE": ("r3", "READ")},
-                ["READ", "ONE", "r3", "r4"],
-                False,
-            ),  # r1 = p, r2 = 1
-            (
-                {"READ": "r2", "WRITE": ("r2", "READ")},
-                ["r1", "READ", "r3", "ONE"],
-                False,
-            ),  # r2 = q, r4 = 1
-            (
-                {"READ": "r1", "WRITE": ("r1", "READ")},
-                ["r1", "r2", "READ", "r4"],
-                False,
-            ),  # r3 = A[p]
-            (
-                {"READ": "r2", "WRITE": ("r2", "r3")},
-                ["r1", "ZERO", "r3", "READ"],
-                False,
-            ),  # r4 = A[q], cell q = A[p]
-            ({"READ": "r1", "WRITE": ("r1", "r4")}, ["r1", "r2", "r3", "r4"], True),
-        )
-    ]  # cell p = A[q]; finish
-
-    def policy(bits, carry):
-        """r1 = 0: first phase; r2 = 0: last; r3 and r4 = 0: second; r3 = 0: third; else fourth."""
-        z1, z2, z3, z4 = (bits[..., i : i + 1] > 0.5 for i in range(4))
-        return jnp.where(
-            z1,
-            phases[0],
-            jnp.where(
-                z2, phases[4], jnp.where(z3 & z4, phases[1], jnp.where(z3, phases[2], phases[3]))
-            ),
-        ), carry
-
-    return policy
-
-
-# %% book/nram.md
-HARD_CONFIGS = {
-    "permutation": TrainConfig(
-        task="permutation", memory_size=13, timesteps=14, max_difficulty=6, entropy=0.01
-    ),
-    "listk": TrainConfig(
-        task="listk", memory_size=23, timesteps=14, max_difficulty=10, entropy=0.01
-    ),
-    "listsearch": TrainConfig(
-        task="listsearch", memory_size=15, timesteps=14, max_difficulty=6, entropy=0.01
-    ),
-    "merge": TrainConfig(
-        task="merge", memory_size=25, timesteps=24, max_difficulty=10, entropy=0.01
-    ),
-    "walkbst": TrainConfig(
-        task="walkbst", memory_size=43, timesteps=22, max_difficulty=10, entropy=0.01
-    ),
-}
-"""The hard tasks at Table 1's training complexities (Permutation and ListSearch 6, the others
-10)."""
-
-
-@_experiment(
-    "nram-hard",
-    chapter="nram",
-    book={
-        "tasks": ["permutation"],
-        "seeds": [0],
-        "settings": [{}],
-        "steps": 2000,
-        "figure3": [6, 10],
-        "test_examples": 200,
-    },
-    paper={
-        "tasks": list(HARD_TASKS),
-        "seeds": list(range(8)),
-        "settings": [{}, {"repeats": 2}],
-        "steps": 20000,
-        "figure3": [10, 15, 20, 25, 30],
-        "test_examples": 500,
-    },
-)
-def run_nram_hard(config: dict) -> list:
-    """The hard tasks: for each task and setting (TrainConfig fields changed from HARD_CONFIGS), all
-    seeds trained side by side (train_nram_seeds); per run the error at the training complexities
-    (uniform on 1..max), the discretised machine's, and Figure 3's points ("train_seconds": the
-    side-by-side training's wall time over the number of seeds).
-    A setting may also hold "init_from": {"part": P, "seed": S}: its runs then start from the
-    controller that results/nram/nram-hard.P.json keeps for the task and seed S (train_nram's
-    `init`), to train it further under the rest of the setting."""
-    rows = []
-    for task in config["tasks"]:
-        for setting in config["settings"]:
-            fields, init = _split_setting(setting, "nram-hard")
-            train = dataclasses.replace(HARD_CONFIGS[task], steps=config["steps"], **fields)
-            seeds = [int(s) for s in config["seeds"]]
-
-            def unit(
-                checkpoint_dir, task=task, setting=setting, train=train, seeds=seeds, init=init
-            ):
-                runs = []
-                for run, result in _side_by_side(train, seeds, checkpoint_dir, init=init(task)):
-                    top, curve = _evaluations(
-                        result.controller,
-                        run,
-                        config["figure3"],
-                        config["test_examples"],
-                        mixed=True,
-                    )
-                    runs.append(
-                        {
-                            "task": task,
-                            "setting": setting,
-                            "seed": run.seed,
-                            **_run_record(run, result),
-                            "train_error": top["error"],
-                            "discrete_error": top["error_discrete"],
-                            "agreement": top["agreement"],
-                            "figure3": curve,
-                        }
-                    )
-                return runs
-
-            rows += run_unit(f"{task} {json.dumps(setting, sort_keys=True)} seeds {seeds}", unit)
-    return rows
-
-
-# %% book/nram.md
-@checks(spec=Instance(NRAMSpec))
-def permutation_program(spec: NRAMSpec) -> Callable:
-    """A hand-written policy that solves Permutation in n + 1 timesteps (Sec. 9 of the chapter):
-    r1 = i, r2 = a, r3 = n - i. Needs R >= 3 and the modules twice (two READ and two WRITE gates a
-    timestep: TrainConfig(repeats=2)); the phase is read from the zero tests of r1 and r3."""
-    if spec.modules.count("READ") < 2 or spec.modules.count("WRITE") < 2 or spec.registers < 3:
-        raise ValueError(
-            "permutation_program needs two READ and two WRITE gates (the modules repeated) and "
-            f"at least 3 registers, got {spec.modules.count('READ')} READ, "
-            f"{spec.modules.count('WRITE')} WRITE and {spec.registers} registers"
-        )
-    rest = [f"r{j}" for j in range(4, spec.registers + 1)]
-    # the first timestep: r1 = 0 reads cell 0, a, and both WRITEs put it back
-    first = {"WRITE": ("r1", "READ"), "WRITE:2": ("r1", "READ"), "SUB": ("READ", "TWO")}
-    # then cell r1 = A[P[r1 - 1]] (P[i] is at cell i + 1, A[j] at a + j); WRITE puts P back
-    step = {
-        "READ": "r1",
-        "ADD": ("READ", "r2"),
-        "READ:2": "ADD",
-        "WRITE": ("r1", "READ"),
-        "WRITE:2": ("r1", "READ:2"),
-        "INC": "r1",
-        "DEC": "r3",
-    }
-    phases = [
-        jnp.asarray(program_logits(spec, inputs, registers + rest, finish))
-        for inputs, registers, finish in (
-            (first, ["ONE", "READ", "SUB"], False),  # r1 = 1, r2 = a, r3 = a - 2 = n - 1
-            (step, ["INC", "r2", "DEC"], False),
-            (step, ["INC", "r2", "DEC"], True),  # r3 = 0: cell n written, finish
-        )
-    ]
-
-    def policy(bits, carry):
-        """r1 = 0: the first timestep; r3 = 0: the last; else an element."""
-        z1, z3 = bits[..., 0:1] > 0.5, bits[..., 2:3] > 0.5
-        return jnp.where(z1, phases[0], jnp.where(z3, phases[2], phases[1])), carry
-
-    return policy
-
-
-# %% book/nram.md
-@checks(spec=Instance(NRAMSpec))
-def listk_program(spec: NRAMSpec) -> Callable:
-    """A hand-written policy that solves ListK in k + 3 timesteps (Sec. 9 of the chapter): r1 the
-    node, r4 the address of its value, r2 the hops left, r3 = 1 once k is read. Needs R >= 4 and
-    the modules READ, ONE, TWO, INC, DEC, WRITE; the phase is read from the zero tests."""
-    if spec.registers < 4:
-        raise ValueError(f"listk_program needs at least 4 registers, got {spec.registers}")
-    rest = [f"r{j}" for j in range(5, spec.registers + 1)]
-    first = {"READ": "r1", "INC": "READ", "WRITE": ("r1", "READ")}  # WRITE puts cell 0 back
-    second = {"READ": "r2", "WRITE": ("r2", "READ")}  # and cell 1
-    hop = {"READ": "r1", "INC": "READ", "DEC": "r2", "WRITE": ("r1", "READ")}
-    last = {"READ": "r4", "WRITE": ("TWO", "READ")}  # out (cell 2) = the value at r4
-    phases = [
-        jnp.asarray(program_logits(spec, inputs, registers + rest, finish))
-        for inputs, registers, finish in (
-            (first, ["READ", "ONE", "r3", "INC"], False),  # r1 = head, r2 = 1, r4 = head + 1
-            (second, ["r1", "READ", "ONE", "r4"], False),  # r2 = k, r3 = 1
-            (hop, ["READ", "DEC", "r3", "INC"], False),  # r1 = next, r2 - 1, r4 = next + 1
-            (last, ["r1", "r2", "r3", "r4"], True),
-        )
-    ]
-
-    def policy(bits, carry):
-        """r1 = 0: the first timestep; r3 = 0: the second; r2 = 0: the last; else a hop."""
-        z1, z2, z3 = (bits[..., i : i + 1] > 0.5 for i in range(3))
-        return jnp.where(
-            z1, phases[0], jnp.where(z3, phases[1], jnp.where(z2, phases[3], phases[2]))
-        ), carry
-
-    return policy
-
-
-# %% book/nram.md
-HARD_PROGRAMS = {  # task -> phases: (register that selects it when zero, gates, registers, stop)
-    "permutation": (  # r1 = a, r2 = i (the cell of P[i]), r3 = a + P[i]
-        ("r1", {"READ": "r1"}, ("READ", "ONE", "ZERO", "r4"), False),
-        ("r3", {"READ": "r2", "ADD": ("r1", "READ")}, ("r1", "r2", "ADD", "r4"), False),
-        (
-            "",
-            {"READ": "r3", "WRITE": ("r2", "READ"), "INC": "r2"},
-            ("r1", "INC", "ZERO", "r4"),
-            False,
-        ),
-    ),
-    "listsearch": (  # r1 = node, r2 = node + 1 (0 once its value is read), r3 = v, r4 = value - v
-        ("r1", {"READ": "r1", "INC": "READ"}, ("READ", "INC", "r3", "ONE"), False),
-        ("r3", {"READ": "r4"}, ("r1", "r2", "READ", "ONE"), False),
-        ("r4", {"WRITE": ("TWO", "r1")}, ("r1", "r2", "r3", "r4"), True),
-        ("r2", {"READ": "r1", "INC": "READ"}, ("READ", "INC", "r3", "r4"), False),
-        (
-            "",
-            {"READ": "r2", "SUB": ("READ", "r3"), "WRITE": ("TWO", "r1")},
-            ("r1", "ZERO", "r3", "SUB"),
-            False,
-        ),
-    ),
-    "walkbst": (  # r1 = node, r2 = the path's next cell, r3 = node + step (0: not read), r4 = step
-        ("r1", {"READ": "r1"}, ("READ", "TWO", "ZERO", "ONE"), False),
-        ("r4", {"READ": "r3", "WRITE": ("ONE", "READ")}, ("r1", "r2", "r3", "r4"), True),
-        (
-            "r3",
-            {"READ": "r2", "ADD": ("r1", "READ"), "INC": "r2"},
-            ("r1", "INC", "ADD", "READ"),
-            False,
-        ),
-        ("", {"READ": "r3"}, ("READ", "r2", "ZERO", "r4"), False),
-    ),
-}
-"""Hand-written programs for three hard tasks with the modules once (Sec. 9 of the chapter; ListK's
-is listk_program), read by `hard_program`."""
-
-
-@checks(task=OneOf(*HARD_PROGRAMS), spec=Instance(NRAMSpec))
-def hard_program(task: str, spec: NRAMSpec) -> Callable:
-    """The policy of HARD_PROGRAMS[task]: the first phase whose register tests zero, else the last.
-    Needs R >= 4 (registers past r4 keep their values) and the standard modules; a phase that names
-    no WRITE writes 0 into cell 0, which every task reads only at its first timestep."""
-    if spec.registers < 4:
-        raise ValueError(f"hard_program needs at least 4 registers, got {spec.registers}")
-    kept = tuple(f"r{i}" for i in range(5, spec.registers + 1))
-    phases = [
-        (
-            int(when[1:]) - 1 if when else None,
-            jnp.asarray(
-                program_logits(spec, {"WRITE": ("ZERO", "ZERO"), **gates}, registers + kept, stop)
-            ),
-        )
-        for when, gates, registers, stop in HARD_PROGRAMS[task]
-    ]
-
-    def policy(bits, carry):
-        logits = phases[-1][1]
-        for register, phase in reversed(phases[:-1]):
-            logits = jnp.where(bits[..., register : register + 1] > 0.5, phase, logits)
-        return logits, carry
-
-    return policy
-
-
-# %% book/nram.md
-from lib.toolkit import Claim
-
-
-def _best_seed(records: dict, measure) -> float:
-    """The smallest `measure(row)` over the seeds (rows) of the nram results files in `records`."""
-    return min(measure(row) for record in records.values() for row in record["rows"])
-
-
-_MEASURES = {
-    "train error": (
-        "error at the longest training length, best seed",
-        lambda row: row["error_at_max_length"],
-    ),
-    "generalisation": (
-        "largest error over lengths up to 50, best seed",
-        lambda row: max(g["error"] for g in row["generalisation"]),
-    ),
-    "discretisation": (
-        "largest error of the discretised machine over lengths up to 50, best seed",
-        lambda row: max(g["error_discrete"] for g in row["generalisation"]),
-    ),
-}
-HARD_NOTES = {  # the hard tasks learned to Table 1's error, and how
-    "listk": "with the LSTM controller and the finish bias at -3 (Section 9)",
-    "walkbst": "the best LSTM seed (finish bias -3) trained on at a tenth of the learning rate, "
-    "without entropy bonus or gradient noise (Section 9)",
-}
-CLAIMS = [
-    *(
-        Claim(
-            "nram",
-            "Table 1",
-            f"{task.capitalize()} ({column})",
-            quantity,
-            "0" if column == "train error" else "perfect",
-            target=0.0,
-            direction="at most",
-            section="nram#nram-paper-scale",
-            sources=tuple(f"results/nram/nram.{part}.json" for part in parts),
-            ours=lambda r, m=measure: _best_seed(r, m),
-        )
-        for task, parts in NRAM_PARTS.items()
-        for column, (quantity, measure) in _MEASURES.items()
-    ),
-    *(
-        Claim(
-            "nram",
-            "Table 1",
-            f"{name} (train error)",
-            "training error at the paper's complexity, best seed of any setting run",
-            value,
-            target=target,
-            direction="at most",
-            section="nram#nram-hard",
-            sources=tuple(f"results/nram/nram-hard.{part}.json" for part in HARD_PARTS[task]),
-            ours=lambda r: _best_seed(r, lambda row: row["train_error"]),
-            expect="reproduced" if task in HARD_NOTES else "not reproduced",
-            note=HARD_NOTES.get(
-                task, "no seed of any setting run reached Table 1's error (Section 9)"
-            ),
-        )
-        for task, (name, value, target) in HARD_TABLE1.items()
-    ),
-]
 
 
 # %% book/nram.md
@@ -2660,5 +1799,21 @@ __all__ = [
     "CircuitLayout",
     "controller_text",
     "load_controller",
-    "stored_controller",
+    "MODULES",
+    "ARITY",
+    "read",
+    "write",
+    "circular_add",
+    "circular_sub",
+    "clip_gradient",
+    "renormalise",
+    "safe_log",
+    "program_logits",
+    "copy_program",
+    "finish_probabilities",
+    "finish_step",
+    "cell_errors",
+    "exponential_noise",
+    "controller_policy",
+    "scaled_size",
 ]

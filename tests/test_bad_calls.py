@@ -70,6 +70,7 @@ def _calls():
     import lib.dgp as G
     import lib.ebp as E
     import lib.nram as N
+    import lib.nram_report as R
     import lib.partition as P
     import lib.toolkit as T
 
@@ -319,10 +320,10 @@ def _calls():
         ),
         (
             "draw_settings an empty choice",
-            lambda: N.draw_settings({"learning_rate": []}, 3, 0),
+            lambda: R.draw_settings({"learning_rate": []}, 3, 0),
             "space",
         ),
-        ("draw_settings count 0", lambda: N.draw_settings({"hidden": [8]}, 0, 0), "count"),
+        ("draw_settings count 0", lambda: R.draw_settings({"hidden": [8]}, 0, 0), "count"),
         ("Curriculum top 0", lambda: N.Curriculum(0), "top"),
         ("Curriculum threshold 2", lambda: N.Curriculum(5, threshold=2.0), "threshold"),
         (

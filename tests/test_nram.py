@@ -1,10 +1,12 @@
-"""Tests of lib.nram: gates against their integer definitions, the machines against each other and a
-hand-written program, the loss against a direct computation, gradients against finite differences,
-and each task generator against a plain-Python solver of the task as Appendix A states it."""
+"""Tests of lib.nram, and of its record (lib.nram_report, lib.nram_hard_report): gates against
+their integer definitions, the machines against each other and a hand-written program, the loss
+against a direct computation, gradients against finite differences, and each task generator
+against a plain-Python solver of the task as Appendix A states it."""
 
 import dataclasses
 import itertools
 import json
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +16,8 @@ import pytest
 from flax import nnx
 
 from lib import nram as N
+from lib import nram_hard_report as H
+from lib import nram_report as R
 from lib.toolkit import EXPERIMENTS
 
 GATES = [m for m in N.MODULES if m not in ("READ", "WRITE")]
@@ -447,7 +451,7 @@ def test_trace_with_the_modules_twice_records_both_reads_and_writes_and_plots():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ax = N.plot_trace(rows, cells=range(9))
+    ax = R.plot_trace(rows, cells=range(9))
     texts = {
         (round(t.get_position()[0], 1), round(t.get_position()[1], 1)): t.get_text()
         for t in ax.texts
@@ -460,9 +464,9 @@ def test_trace_with_the_modules_twice_records_both_reads_and_writes_and_plots():
     assert filled == sum(len({p for p, _ in r["writes"]}) for r in rows)
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="cells"):
-        N.plot_trace(rows, cells=[9])
+        R.plot_trace(rows, cells=[9])
     with pytest.raises(ValueError, match="rows"):
-        N.plot_trace([])
+        R.plot_trace([])
 
 
 @pytest.mark.slow
@@ -617,7 +621,7 @@ def test_evaluate_scores_the_hand_written_program_perfect_and_too_few_steps_wron
 
 @pytest.mark.slow
 def test_nram_hard_experiment_end_to_end():
-    rows = N.run_nram_hard(
+    rows = H.run_nram_hard(
         {
             "tasks": ["permutation"],
             "seeds": [3, 0],
@@ -651,7 +655,7 @@ def test_nram_hard_setting_init_from_starts_from_a_stored_hard_controller(tmp_pa
     """run_nram_hard's setting "init_from" starts every seed from the controller that
     results/nram/nram-hard.<part>.json keeps (stored_controller with experiment "nram-hard"):
     runs whose steps hardly move the parameters end at it; the easy tasks' file is not read."""
-    config = dataclasses.replace(N.HARD_CONFIGS["permutation"], hidden=16)
+    config = dataclasses.replace(R.HARD_CONFIGS["permutation"], hidden=16)
     stored = N.make_controller(config, nnx.Rngs(11))
     row = {"train_config": dataclasses.asdict(config), "controller": N.controller_text(stored)}
     folder = tmp_path / "nram"
@@ -659,19 +663,19 @@ def test_nram_hard_setting_init_from_starts_from_a_stored_hard_controller(tmp_pa
     record = {"rows": [{"task": "permutation", "seed": 5, **row}]}
     (folder / "nram-hard.donor.json").write_text(json.dumps(record))
     monkeypatch.setenv("LIB_RESULTS_DIR", str(tmp_path))
-    got = N.stored_controller("permutation", "donor", 5, experiment="nram-hard")
+    got = R.stored_controller("permutation", "donor", 5, experiment="nram-hard")
     assert N.controller_text(got) == N.controller_text(stored)
     with pytest.raises(FileNotFoundError, match="nram.donor.json is missing"):
-        N.stored_controller("permutation", "donor", 5)
+        R.stored_controller("permutation", "donor", 5)
     with pytest.raises(ValueError, match=r"nram-hard.donor.json has 0 rows .* seed 4"):
-        N.stored_controller("permutation", "donor", 4, experiment="nram-hard")
+        R.stored_controller("permutation", "donor", 4, experiment="nram-hard")
     setting = {
         "hidden": 16,
         "learning_rate": 1e-9,
         "noise_eta": 0.0,
         "init_from": {"part": "donor", "seed": 5},
     }
-    rows = N.run_nram_hard(
+    rows = H.run_nram_hard(
         {
             "tasks": ["permutation"],
             "seeds": [0, 1],
@@ -746,7 +750,7 @@ def test_training_from_a_given_controller_starts_from_its_parameters(tmp_path, m
     with pytest.raises(TypeError, match="init"):
         N.train_nram(config, init="controller", progress=False)
 
-    book = N.BOOK_CONFIGS["access"]
+    book = R.BOOK_CONFIGS["access"]
     stored = N.make_controller(book, nnx.Rngs(7))
     folder = tmp_path / "nram"
     folder.mkdir()
@@ -754,13 +758,13 @@ def test_training_from_a_given_controller_starts_from_its_parameters(tmp_path, m
     record = {"rows": [{"task": "access", "seed": 3, **row}, {"task": "copy", "seed": 3, **row}]}
     (folder / "nram.donor.json").write_text(json.dumps(record))
     monkeypatch.setenv("LIB_RESULTS_DIR", str(tmp_path))
-    assert N.controller_text(N.stored_controller("access", "donor", 3)) == N.controller_text(stored)
+    assert N.controller_text(R.stored_controller("access", "donor", 3)) == N.controller_text(stored)
     with pytest.raises(ValueError, match=r"0 rows of task 'access' and seed 4"):
-        N.stored_controller("access", "donor", 4)
+        R.stored_controller("access", "donor", 4)
     with pytest.raises(FileNotFoundError, match="nram.elsewhere.json is missing"):
-        N.stored_controller("access", "elsewhere", 3)
+        R.stored_controller("access", "elsewhere", 3)
     setting = {"learning_rate": 1e-9, "noise_eta": 0.0, "init_from": {"part": "donor", "seed": 3}}
-    (row,) = N.run_nram(
+    (row,) = R.run_nram(
         {
             "scale": "book",
             "tasks": ["access"],
@@ -776,7 +780,7 @@ def test_training_from_a_given_controller_starts_from_its_parameters(tmp_path, m
     for x, y in zip(_params(kept), _params(stored)):
         np.testing.assert_allclose(x, y, atol=1e-6)
     # side by side, every seed starts from it too
-    rows = N.run_nram(
+    rows = R.run_nram(
         {
             "scale": "book",
             "tasks": ["access"],
@@ -809,8 +813,8 @@ def test_run_nram_side_by_side_gives_the_rows_of_seeds_one_by_one():
         "test_lengths": [5],
         "test_examples": 50,
     }
-    alone = N.run_nram({**config, "side_by_side": False})
-    together = N.run_nram({**config, "side_by_side": True})
+    alone = R.run_nram({**config, "side_by_side": False})
+    together = R.run_nram({**config, "side_by_side": True})
     assert [r["seed"] for r in together] == [r["seed"] for r in alone] == [2, 0]
     for a, b in zip(together, alone):
         assert a.keys() == b.keys()
@@ -825,18 +829,18 @@ def test_run_nram_side_by_side_gives_the_rows_of_seeds_one_by_one():
 
 def test_draw_settings_is_reproducible_and_rejects_bad_spaces():
     space = {"hidden": [8, 16, 32], "registers": [4, 5]}
-    a, b = N.draw_settings(space, 50, 3), N.draw_settings(space, 50, 3)
-    assert a == b and len(a) == 50 and a != N.draw_settings(space, 50, 4)
+    a, b = R.draw_settings(space, 50, 3), R.draw_settings(space, 50, 3)
+    assert a == b and len(a) == 50 and a != R.draw_settings(space, 50, 4)
     assert {s["hidden"] for s in a} == {8, 16, 32} and {s["registers"] for s in a} == {4, 5}
     for bad in ({"hiden": [8]}, {"seed": [1]}, {"hidden": []}):
         with pytest.raises(ValueError):
-            N.draw_settings(bad, 2, 0)
+            R.draw_settings(bad, 2, 0)
 
 
 @pytest.mark.slow
 def test_nram_search_experiment_end_to_end():
     space = {"hidden": [8, 16]}
-    rows = N.run_nram_search(
+    rows = R.run_nram_search(
         {
             "task": "access",
             "count": 3,
@@ -848,12 +852,12 @@ def test_nram_search_experiment_end_to_end():
             "examples": 20,
         }
     )
-    drawn = N.draw_settings(space, 3, 1)
+    drawn = R.draw_settings(space, 3, 1)
     # settings 2 and 0 of the three drawn, each with seed offsets 0 and 1: seeds i and i + 1000
     assert [(r["setting_index"], r["seed"]) for r in rows] == [(2, 2), (2, 1002), (0, 0), (0, 1000)]
     assert [r["setting"] for r in rows] == [drawn[2], drawn[2], drawn[0], drawn[0]]
     for r in rows:
-        assert r["max_level"] == N.NRAM_CONFIGS["access"].max_difficulty
+        assert r["max_level"] == R.NRAM_CONFIGS["access"].max_difficulty
         assert (
             1 <= r["final_level"] <= r["max_level"]
             and 0 <= r["error"] <= 1
@@ -876,7 +880,7 @@ def test_nram_search_experiment_end_to_end():
     assert alone.level == rows[1]["final_level"]
     np.testing.assert_allclose(alone.history["loss"], rows[1]["history"]["loss"], rtol=1e-4)
     with pytest.raises(ValueError, match="settings"):
-        N.run_nram_search(
+        R.run_nram_search(
             {
                 **{"task": "access", "count": 2, "settings": [2], "seeds": [0]},
                 "search_seed": 0,
@@ -888,16 +892,16 @@ def test_nram_search_experiment_end_to_end():
 
 
 def test_search_space_adds_the_tasks_own_fields():
-    assert N.search_space("access") == N.SEARCH_SPACE
-    swap = N.search_space("swap")
-    assert swap == {**N.SEARCH_SPACE, **N.TASK_SEARCH_SPACE["swap"]}
+    assert R.search_space("access") == R.SEARCH_SPACE
+    swap = R.search_space("swap")
+    assert swap == {**R.SEARCH_SPACE, **R.TASK_SEARCH_SPACE["swap"]}
     assert swap["extra_timesteps"] == [0, 4] and swap["timesteps"] == [6, 8, 10]
-    assert N.search_space("permutation")["init_scale"] == [1.0, 4.0]
+    assert R.search_space("permutation")["init_scale"] == [1.0, 4.0]
     # every field is one draw_settings accepts
     for task in N.TASKS:
-        assert len(N.draw_settings(N.search_space(task), 3, 0)) == 3
+        assert len(R.draw_settings(R.search_space(task), 3, 0)) == 3
     with pytest.raises(ValueError, match="task"):
-        N.search_space("sort")
+        R.search_space("sort")
     # the paper preset draws from the task's space
     assert EXPERIMENTS["nram-search"].presets["paper"]["space"] is None
 
@@ -915,18 +919,18 @@ def test_nram_search_of_a_hard_task_measures_mixed_lengths():
         "space": space,
         "examples": 30,
     }
-    (row,) = N.run_nram_search(config)
+    (row,) = R.run_nram_search(config)
     run = N.TrainConfig(**row["train_config"])
     # the hard task's paper configuration (HARD_CONFIGS), with the drawn setting
-    assert run == dataclasses.replace(N.HARD_CONFIGS["permutation"], steps=20, hidden=8, seed=0)
-    assert row["mixed"] and row["max_level"] == N.HARD_CONFIGS["permutation"].max_difficulty
+    assert run == dataclasses.replace(R.HARD_CONFIGS["permutation"], steps=20, hidden=8, seed=0)
+    assert row["mixed"] and row["max_level"] == R.HARD_CONFIGS["permutation"].max_difficulty
     # the error is that of lengths drawn uniformly up to the top (Table 1 for the hard tasks)
     again = N.evaluate(
         N.load_controller(run, row["controller"]), run, 6, examples=30, seed=1, mixed=True
     )
     assert again["error"] == row["error"] and again["mixed"]
     with pytest.raises(ValueError, match="task"):
-        N.run_nram_search({**config, "task": "sort"})
+        R.run_nram_search({**config, "task": "sort"})
 
 
 @pytest.mark.slow
@@ -934,8 +938,8 @@ def test_hand_written_swap_program_solves_swap_on_both_machines():
     """An independent check of the Swap layout (Appendix A): a program written from the task's
     description."""
     for registers in (4, 6):
-        config = dataclasses.replace(N.NRAM_CONFIGS["swap"], registers=registers)
-        program = N.PolicyController(N.swap_program(config.spec()))
+        config = dataclasses.replace(R.NRAM_CONFIGS["swap"], registers=registers)
+        program = N.PolicyController(R.swap_program(config.spec()))
         for n in (1, 3, 20):
             e = N.evaluate(program, config, n, examples=50, seed=n)
             assert e["error"] == 0 and e["error_discrete"] == 0 and e["agreement"] == 1, (
@@ -944,8 +948,8 @@ def test_hand_written_swap_program_solves_swap_on_both_machines():
                 e,
             )
     # with 4 timesteps cell p, written in the fifth, is right only where A[p] happened to equal A[q]
-    short = dataclasses.replace(N.NRAM_CONFIGS["swap"], timesteps=4)
-    e = N.evaluate(N.PolicyController(N.swap_program(short.spec())), short, 5, examples=50)
+    short = dataclasses.replace(R.NRAM_CONFIGS["swap"], timesteps=4)
+    e = N.evaluate(N.PolicyController(R.swap_program(short.spec())), short, 5, examples=50)
     assert 0.4 < e["error"] <= 0.5
 
 
@@ -998,18 +1002,18 @@ def test_hand_written_permutation_program_solves_every_length_up_to_50():
     lengths = np.arange(1, 51)
     for registers in (3, 5):
         spec = N.NRAMSpec(N.MODULES * 2, registers)
-        policy = N.permutation_program(spec)
+        policy = H.permutation_program(spec)
         batch = N.make_batch("permutation", lengths, 101, np.random.default_rng(registers))
         memory, steps = _discrete_runs(spec, policy, batch, 105)
         for n, tape, out, t in zip(lengths, batch.memory, memory, steps):
             P, A = tape[1 : n + 1], tape[n + 1 : 2 * n + 1]
             assert np.array_equal(out[1 : n + 1], A[P]) and t == n + 1, (registers, n)
-    config = dataclasses.replace(N.HARD_CONFIGS["permutation"], repeats=2)
-    _assert_exact_on_both_machines(N.permutation_program(config.spec()), config, (1, 6))
+    config = dataclasses.replace(R.HARD_CONFIGS["permutation"], repeats=2)
+    _assert_exact_on_both_machines(H.permutation_program(config.spec()), config, (1, 6))
     with pytest.raises(ValueError, match="two READ and two WRITE gates"):
-        N.permutation_program(N.NRAMSpec(registers=4))
+        H.permutation_program(N.NRAMSpec(registers=4))
     with pytest.raises(ValueError, match="at least 3 registers"):
-        N.permutation_program(N.NRAMSpec(N.MODULES * 2, 2))
+        H.permutation_program(N.NRAMSpec(N.MODULES * 2, 2))
 
 
 def test_hand_written_listk_program_solves_every_length_up_to_50():
@@ -1021,16 +1025,16 @@ def test_hand_written_listk_program_solves_every_length_up_to_50():
     for registers in (4, 6):
         spec = N.NRAMSpec(registers=registers)
         batch = N.make_batch("listk", lengths, 103, np.random.default_rng(registers))
-        memory, steps = _discrete_runs(spec, N.listk_program(spec), batch, 60)
+        memory, steps = _discrete_runs(spec, H.listk_program(spec), batch, 60)
         for tape, out, t in zip(batch.memory, memory, steps):
             node, k = tape[0], tape[1]
             for _ in range(k):
                 node = tape[node]
             assert out[2] == tape[node + 1] and t == k + 3, (registers, k)
-    config = N.HARD_CONFIGS["listk"]
-    _assert_exact_on_both_machines(N.listk_program(config.spec()), config, (1, 10))
+    config = R.HARD_CONFIGS["listk"]
+    _assert_exact_on_both_machines(H.listk_program(config.spec()), config, (1, 10))
     with pytest.raises(ValueError, match="at least 4 registers"):
-        N.listk_program(N.NRAMSpec(registers=3))
+        H.listk_program(N.NRAMSpec(registers=3))
 
 
 def _walk(tape, node, steps):
@@ -1049,15 +1053,15 @@ def test_hand_written_permutation_program_with_the_modules_once():
     for registers in (4, 5):
         spec = N.NRAMSpec(registers=registers)
         batch = N.make_batch("permutation", lengths, 101, np.random.default_rng(registers))
-        memory, steps = _discrete_runs(spec, N.hard_program("permutation", spec), batch, 101)
+        memory, steps = _discrete_runs(spec, H.hard_program("permutation", spec), batch, 101)
         for n, tape, out, t in zip(lengths, batch.memory, memory, steps):
             P, A = tape[1 : n + 1], tape[n + 1 : 2 * n + 1]
             assert np.array_equal(out[1 : n + 1], A[P]) and t == 101, (registers, n)
         short = N.make_batch("permutation", [6] * 20, 13, np.random.default_rng(0))
-        memory, _ = _discrete_runs(spec, N.hard_program("permutation", spec), short, 12)
+        memory, _ = _discrete_runs(spec, H.hard_program("permutation", spec), short, 12)
         assert np.any((memory != short.target) & short.mask)  # 2n + 1 = 13 timesteps are needed
-    config = N.HARD_CONFIGS["permutation"]
-    _assert_exact_on_both_machines(N.hard_program("permutation", config.spec()), config, (1, 6))
+    config = R.HARD_CONFIGS["permutation"]
+    _assert_exact_on_both_machines(H.hard_program("permutation", config.spec()), config, (1, 6))
 
 
 def test_hand_written_listsearch_program_stops_at_the_first_match():
@@ -1067,13 +1071,13 @@ def test_hand_written_listsearch_program_stops_at_the_first_match():
     for registers in (4, 6):
         spec = N.NRAMSpec(registers=registers)
         batch = N.make_batch("listsearch", lengths, 103, np.random.default_rng(registers))
-        memory, steps = _discrete_runs(spec, N.hard_program("listsearch", spec), batch, 110)
+        memory, steps = _discrete_runs(spec, H.hard_program("listsearch", spec), batch, 110)
         for n, tape, out, t in zip(lengths, batch.memory, memory, steps):
             nodes = _walk(tape, tape[0], [0] * (n - 1))
             j = next(i for i, node in enumerate(nodes) if tape[node + 1] == tape[1])
             assert out[2] == nodes[j] and t == 2 * j + 4, (registers, n)
-    config = N.HARD_CONFIGS["listsearch"]
-    _assert_exact_on_both_machines(N.hard_program("listsearch", config.spec()), config, (1, 6))
+    config = R.HARD_CONFIGS["listsearch"]
+    _assert_exact_on_both_machines(H.hard_program("listsearch", config.spec()), config, (1, 6))
 
 
 def test_hand_written_walkbst_program_walks_the_path():
@@ -1082,7 +1086,7 @@ def test_hand_written_walkbst_program_walks_the_path():
     lengths = np.arange(1, 51)
     spec = N.NRAMSpec(registers=4)
     batch = N.make_batch("walkbst", lengths, 203, np.random.default_rng(1))
-    memory, steps = _discrete_runs(spec, N.hard_program("walkbst", spec), batch, 110)
+    memory, steps = _discrete_runs(spec, H.hard_program("walkbst", spec), batch, 110)
     longest = 0
     for tape, out, t in zip(batch.memory, memory, steps):
         k = int(np.argmax(tape[2:] == 0))
@@ -1090,20 +1094,29 @@ def test_hand_written_walkbst_program_walks_the_path():
         assert out[1] == tape[end] and t == 2 * k + 3, k
         longest = max(longest, k)
     assert longest >= 6  # walks of many steps among them
-    config = N.HARD_CONFIGS["walkbst"]
-    _assert_exact_on_both_machines(N.hard_program("walkbst", config.spec()), config, (1, 10))
+    config = R.HARD_CONFIGS["walkbst"]
+    _assert_exact_on_both_machines(H.hard_program("walkbst", config.spec()), config, (1, 10))
 
 
 def test_hard_program_refuses_what_it_cannot_run():
     with pytest.raises(ValueError, match="task"):
-        N.hard_program("merge", N.HARD_CONFIGS["merge"].spec())
+        H.hard_program("merge", R.HARD_CONFIGS["merge"].spec())
     with pytest.raises(ValueError, match="at least 4 registers"):
-        N.hard_program("listsearch", N.NRAMSpec(registers=3))
+        H.hard_program("listsearch", N.NRAMSpec(registers=3))
 
 
 def test_time_machines_times_both_machines_and_rejects_bad_budgets():
+    """benchmarks/nram_inference.py's timer, which the chapter's Section 7 reads the results of."""
+    import importlib.util
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks"
+    sys.path.insert(0, str(bench))  # its `common`
+    spec_ = importlib.util.spec_from_file_location("nram_inference", bench / "nram_inference.py")
+    nram_inference = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(nram_inference)
     spec = N.NRAMSpec(registers=4)
-    rows = N.time_machines(
+    rows = nram_inference.time_machines(
         spec, N.copy_program(spec), (20, 60), timesteps=10, min_seconds=0.0, min_repeats=2
     )
     assert [r["M"] for r in rows] == [20, 60]
@@ -1111,7 +1124,7 @@ def test_time_machines_times_both_machines_and_rejects_bad_budgets():
         0 < r["discrete_seconds_per_step"] < 1 and 0 < r["fuzzy_seconds_per_step"] < 1 for r in rows
     )
     with pytest.raises(ValueError, match="min_repeats"):
-        N.time_machines(spec, N.copy_program(spec), (20,), min_repeats=0)
+        nram_inference.time_machines(spec, N.copy_program(spec), (20,), min_repeats=0)
 
 
 DETERMINISM_SCRIPT = """

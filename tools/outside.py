@@ -38,6 +38,7 @@ from chapters import ROOT, chapter_sources  # noqa: E402
 NBVAL_ORDER = (
     *("darn", "partition", "dgp", "nram", "ebp"),
     *("performance", "toolkit", "data", "reproduces"),
+    *("nram_report", "nram_hard_report"),
     *("ebp_report", "darn_report", "partition_report", "dgp_report"),
 )
 
