@@ -24,7 +24,7 @@ class Record:
     """Collects a benchmark's rows; `write()` saves them with the provenance taken at creation."""
 
     def __init__(self, name: str, config: dict, argv=None):
-        from lib.toolkit import provenance
+        from lib.record import provenance
 
         self.name, self.config, self.rows = name, dict(config), []
         args = sys.argv[1:] if argv is None else list(argv)

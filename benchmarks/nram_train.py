@@ -25,7 +25,7 @@ from common import Record
 def main(argv=None) -> int:
     from lib.nram import EASY_TASKS, train_nram, train_nram_seeds
     from lib.nram_report import NRAM_CONFIGS
-    from lib.toolkit import EXPERIMENTS
+    from lib.record import EXPERIMENTS
 
     paper_steps = EXPERIMENTS["nram"].presets["paper"]["steps"]  # a run of `python -m lib nram`
 

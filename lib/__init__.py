@@ -5,7 +5,9 @@ imported on first use, so `import lib` stays light:
 
     data       the papers' datasets: loaders, parsers, fingerprints             (Appendix A)
     toolkit    training loop, NaN/Inf stop, seeding, checkpoints, presets,
-               paper-scale experiments (`python -m lib`)                        (Appendix B)
+               argument contracts                                               (Appendix B)
+    record     the experiment registry and `python -m lib`, results files,
+               provenance, claims and the scorecard                     (Appendix B, part 2)
     darn       deep autoregressive networks: binary stochastic layers, Appendix A's gradient
     partition  RBMs trained by SML with parallel tempering; log Z tracked by IS, bridge
                sampling and a Kalman filter; exact log Z; AIS
@@ -35,7 +37,7 @@ REPORTS = (
     *("darn_report", "partition_report", "ebp_report"),
     *("nram_report", "nram_hard_report", "dgp_report"),
 )
-MODULES = ("data", "toolkit", "darn", "partition", "ebp", "nram", "dgp", *REPORTS)
+MODULES = ("data", "toolkit", "record", "darn", "partition", "ebp", "nram", "dgp", *REPORTS)
 __all__ = ["__version__", *MODULES]
 
 

@@ -12,6 +12,6 @@ import lib
 for module in lib.MODULES:
     importlib.import_module(f"lib.{module}")
 
-from lib.toolkit import main  # noqa: E402
+from lib.record import main  # noqa: E402
 
 sys.exit(main())

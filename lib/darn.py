@@ -691,7 +691,7 @@ def fit_with_validation(
     checkpoint_dir: checkpoint every `checkpoint_every` steps and after each validation there, and
     resume from the latest checkpoint found there (the result is that of an uninterrupted run).
     """
-    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state, note_restored
+    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
     from lib.toolkit import restore_checkpoint, save_checkpoint
 
     if batch_size > len(x_train):
@@ -719,7 +719,6 @@ def fit_with_validation(
                 extra["best_step"],
                 trees["best"],
             )
-            note_restored(validated, t)
     stopped = bool(history.get("stopped", False))
     history.pop("stopped", None)
     while t < steps and not stopped:
@@ -737,8 +736,6 @@ def fit_with_validation(
             checkpoint_dir=steps_dir,
             checkpoint_every=checkpoint_every,
         )
-        if result.start_step > t:
-            note_restored(steps_dir, result.start_step)
         for name, values in result.history.items():
             history.setdefault(name, []).extend(values.tolist())
         state, t = result.state, min(t + every, steps)

@@ -22,7 +22,7 @@ from lib.darn import DARN, NADE, AutoregressiveBernoulli, exact_log_prob
 from lib.darn import fit_mixture_of_bernoullis, importance_estimate, init_visible_bias
 from lib.darn import mean_description_length
 from lib.darn import sampling_cost, train_darn, train_likelihood
-from lib.toolkit import Claim, experiment, run_unit
+from lib.record import Claim, experiment, run_unit
 
 
 # %% book/darn_report.md

@@ -327,6 +327,7 @@ def fetch_converted(dataset: str, relpath: str, sources: dict, convert, data_dir
     return path
 
 
+# %% book/data.md
 def _load_npz(path: Path, keys) -> dict:
     try:
         with np.load(path) as z:
@@ -547,6 +548,7 @@ def _read_table(path: Path, dtype) -> np.ndarray:
         ) from err
 
 
+# %% book/data.md
 def load_uci(name: str, split: int = 0, data_dir=None) -> UCISplit:
     """Split `split` of UCI regression set `name`, raw values in float64.
 
@@ -697,4 +699,24 @@ __all__ = [
     "DatasetError",
     "DatasetNotFoundError",
     "DatasetCorruptError",
+    "read_idx",
+    "read_amat",
+    "read_mat",
+    "read_libsvm",
+    "fetch",
+    "fetch_converted",
+    "fingerprint",
+    "ENV_VAR",
+    "MNIST_URL",
+    "MNIST_FINGERPRINTS",
+    "BINARIZED_MNIST_URL",
+    "BINARIZED_MNIST_FINGERPRINT",
+    "CALTECH_URL",
+    "CALTECH_FINGERPRINT",
+    "NADE_URL",
+    "NADE_FINGERPRINTS",
+    "UCI_URL",
+    "UCI_FINGERPRINTS",
+    "EBP_URL",
+    "EBP_FINGERPRINTS",
 ]

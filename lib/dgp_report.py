@@ -19,8 +19,8 @@ import numpy as np
 from lib.data import UCI_DATASETS
 from lib.dgp import UCI_MODELS, RobustMax, build_dgp, evaluate_classifier, mnist_flat
 from lib.dgp import run_uci_model, train_dgp
-from lib.toolkit import Claim, run_unit
-from lib.toolkit import experiment as _experiment
+from lib.record import Claim, run_unit
+from lib.record import experiment as _experiment
 
 
 # %% book/dgp_report.md

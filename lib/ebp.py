@@ -22,7 +22,7 @@ from jax.scipy.special import log_ndtr
 
 from lib.toolkit import Array, Float, Function, Instance, Int, Key, Maybe, NonFiniteError, OneOf
 from lib.toolkit import Bool, Progress, checks
-from lib.toolkit import check_array, note_restored, restore_checkpoint, save_checkpoint
+from lib.toolkit import check_array, restore_checkpoint, save_checkpoint
 
 
 # %% book/ebp.md
@@ -433,7 +433,6 @@ def online_passes(
     if restored is not None:
         done, net, extra = restored
         history = extra["history"]
-        note_restored(checkpoint_dir, done)
     report = Progress(epochs, f"{spec[0].upper()} passes", initial=done, enabled=progress)
     for epoch in range(done, epochs):
         order = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), x.shape[0]))

@@ -20,7 +20,8 @@ import numpy as np
 from lib.ebp import KINDS, check_inputs, fold_indices, init_ebp, one_vs_rest, train_arow, train_bp
 from lib.data import load_ebp
 from lib.ebp import train_ebp
-from lib.toolkit import Claim, experiment, mnist_arrays, run_unit
+from lib.toolkit import mnist_arrays
+from lib.record import Claim, experiment, run_unit
 
 
 # %% book/ebp_report.md

@@ -29,7 +29,6 @@ from lib.toolkit import (
     _global_norm,
     check_array,
     check_finite,
-    note_restored,
     restore_checkpoint,
 )
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, checks
@@ -1354,7 +1353,6 @@ def train_nram(
             state = trees["state"]
             run.restore(extra, trees["best"])
             done_chunks, spent = extra["chunks"], extra["seconds"]
-            note_restored(checkpoint_dir, saved_at)
     report = Progress(
         config.steps, f"NRAM {config.task} seed {config.seed}", initial=saved_at, enabled=progress
     )
@@ -1417,7 +1415,6 @@ def _resume_runs(checkpoint_dir, state, runs: list) -> tuple:
     saved_at, trees, extra = restored
     for i, run in enumerate(runs):
         run.restore(extra["runs"][i], _unstack(trees["best"], i))
-    note_restored(checkpoint_dir, saved_at)
     return trees["state"], extra["chunks"], saved_at, extra["seconds"]
 
 

@@ -19,8 +19,9 @@ import jax.numpy as jnp
 
 from lib.nram import HARD_TASKS, NRAMSpec, program_logits
 from lib.nram_report import HARD_CONFIGS, _evaluations, _run_record, _side_by_side, _split_setting
-from lib.toolkit import Instance, OneOf, checks, run_unit
-from lib.toolkit import experiment as _experiment
+from lib.toolkit import Instance, OneOf, checks
+from lib.record import run_unit
+from lib.record import experiment as _experiment
 
 
 # %% book/nram_hard_report.md

@@ -23,8 +23,9 @@ from flax import nnx
 from lib.nram import EASY_TASKS, HARD_TASKS, TASKS, NRAMResult
 from lib.nram import NRAMSpec, TrainConfig, controller_text, evaluate, load_controller
 from lib.nram import program_logits, run_fuzzy, train_nram, train_nram_seeds
-from lib.toolkit import Instance, Int, OneOf, checks, require_results, run_unit
-from lib.toolkit import experiment as _experiment
+from lib.toolkit import Instance, Int, OneOf, checks
+from lib.record import require_results, run_unit
+from lib.record import experiment as _experiment
 
 
 # %% book/nram_report.md
@@ -584,7 +585,7 @@ def _stored_run(graphdef, state, memory, target, *, spec, timesteps, hard):
 
 
 # %% book/nram_report.md
-from lib.toolkit import Claim
+from lib.record import Claim
 
 
 def _best_seed(records: dict, measure) -> float:

@@ -24,7 +24,7 @@ from scipy.special import erfc, erfcinv
 
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, NonFiniteError
 from lib.toolkit import OneOf, checks
-from lib.toolkit import check_array, note_restored, restore_checkpoint, save_checkpoint
+from lib.toolkit import check_array, restore_checkpoint, save_checkpoint
 from lib.toolkit import Progress
 
 
@@ -802,7 +802,6 @@ def train_sml_pt(
             best_step, since_best = extra["best_step"], extra["since_best"]
             betas = check_betas(extra["betas"]) if "betas" in extra else betas
             history = [extra["arrays"]]
-            note_restored(checkpoint_dir, saved_at)
     report = Progress(steps, "SML-PT", initial=t - start, enabled=progress)
     while t < start + steps and not stopped:
         n = min(eval_every, start + steps - t)

@@ -22,7 +22,7 @@ from flax import nnx
 import lib.data
 from lib.partition import RBM, adapt_betas, ais_betas, ais_log_z, exact_evaluator, linear_betas
 from lib.partition import log_odds_of_mean, thin_history, time_sml_pt, train_sml_pt
-from lib.toolkit import Claim, experiment, run_unit
+from lib.record import Claim, experiment, run_unit
 
 
 # %% book/partition_report.md

@@ -420,7 +420,7 @@ def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch)
     """darn-mnist runs end to end on the real data (tiny settings, the first 5,000 / 1,000 / 1,000
     digits of the three splits) and writes its rows."""
     import lib.data
-    from lib.toolkit import run_experiment
+    from lib.record import run_experiment
 
     full = lib.data.load_binarized_mnist
 
@@ -471,7 +471,7 @@ def test_paper_scale_experiments_run_and_record(data_dir, tmp_path, monkeypatch)
 def test_uci_experiment_runs_and_records(data_dir, tmp_path, monkeypatch):
     """darn-uci end to end on the real data (tiny settings): every model's row, each the best of
     its grid on validation. (Apart from the darn-mnist test, so that two workers share them.)"""
-    from lib.toolkit import run_experiment
+    from lib.record import run_experiment
 
     monkeypatch.setenv("LIB_DATA_DIR", str(data_dir))
     rec = run_experiment(

@@ -333,7 +333,7 @@ def test_folds_and_summary():
 @pytest.mark.skipif(not os.environ.get("LIB_DATA_DIR"), reason="LIB_DATA_DIR not set")
 @pytest.mark.slow
 def test_ebp_text_experiment_end_to_end():
-    from lib.toolkit import EXPERIMENTS
+    from lib.record import EXPERIMENTS
 
     config = dict(
         EXPERIMENTS["ebp-text"].presets["book"],
@@ -447,7 +447,7 @@ def test_a_ten_class_network_learns_a_teacher_with_one_output_per_class():
 @pytest.mark.skipif(not os.environ.get("LIB_DATA_DIR"), reason="LIB_DATA_DIR not set")
 @pytest.mark.slow
 def test_ebp_mnist_experiment_end_to_end():
-    from lib.toolkit import EXPERIMENTS
+    from lib.record import EXPERIMENTS
 
     rows = R.run_ebp_mnist(
         dict(

@@ -18,7 +18,7 @@ from flax import nnx
 from lib import nram as N
 from lib import nram_hard_report as H
 from lib import nram_report as R
-from lib.toolkit import EXPERIMENTS
+from lib.record import EXPERIMENTS
 
 GATES = [m for m in N.MODULES if m not in ("READ", "WRITE")]
 

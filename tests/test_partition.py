@@ -421,7 +421,7 @@ def data_dir_set(monkeypatch):
 
 @pytest.mark.slow
 def test_partition_mnist_experiment_end_to_end(data_dir_set):
-    from lib.toolkit import EXPERIMENTS
+    from lib.record import EXPERIMENTS
 
     config = dict(
         EXPERIMENTS["partition-mnist"].presets["book"],
@@ -450,7 +450,7 @@ def test_partition_mnist_experiment_end_to_end(data_dir_set):
 
 @pytest.mark.slow
 def test_partition_uci_and_large_experiments_end_to_end(data_dir_set):
-    from lib.toolkit import EXPERIMENTS
+    from lib.record import EXPERIMENTS
 
     small_ais = dict(ais_counts=[50, 300, 300], ais_runs=20)
     rows = R.run_partition_uci(

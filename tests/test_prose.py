@@ -69,7 +69,7 @@ def _outputs_lines(cell) -> int:
         if out.get("output_type") == "stream":
             lines += out["text"].count("\n")
         elif all(k.startswith("application/papermill.record/") for k in out.get("data", {"": 0})):
-            continue  # a glued value (lib.toolkit.glue): stored for the text, never shown
+            continue  # a glued value (lib.record.glue): stored for the text, never shown
         elif "data" in out and not {"text/html", "image/png", "image/svg+xml"} & set(out["data"]):
             lines += str(out["data"].get("text/plain", "")).count("\n") + 1
     return lines
@@ -112,7 +112,7 @@ def test_every_glued_name_the_text_uses_is_stored(path):
 def test_a_paper_scale_cell_fails_when_its_results_file_is_missing(tmp_path):
     """The EBP report's registry cell, run against a copy of results/ without one file, raises."""
     import lib.ebp_report
-    from lib.toolkit import check_claims
+    from lib.record import check_claims
 
     shutil.copytree(ROOT / "results" / "ebp", tmp_path / "results" / "ebp")
     # complete: every status as the report states
@@ -120,7 +120,7 @@ def test_a_paper_scale_cell_fails_when_its_results_file_is_missing(tmp_path):
     (tmp_path / "results" / "ebp" / "ebp-text.amazon.json").unlink()
     with pytest.raises(FileNotFoundError, match="ebp-text.amazon.json is missing"):
         check_claims(lib.ebp_report.CLAIMS, tmp_path)
-    from lib.toolkit import require_results
+    from lib.record import require_results
 
     with pytest.raises(FileNotFoundError, match="results/ebp/ebp-text.amazon.json is missing"):
         require_results("ebp", "ebp-text", part="amazon", results_dir=tmp_path / "results")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import lib.record as R
 import lib.toolkit as T
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,13 +31,13 @@ def test_read_key_path_indexes_keys_positions_and_rows():
             {"model": "DGP 2", "acc": 0.95, "deep": {"x": [1, 2]}},
         ]
     }
-    assert T.read_key_path(record, "rows/1/acc") == 0.95
-    assert T.read_key_path(record, "rows/model=SGP/acc") == 0.9
-    assert T.read_key_path(record, "rows/model=DGP 2/deep/x/1") == 2
+    assert R.read_key_path(record, "rows/1/acc") == 0.95
+    assert R.read_key_path(record, "rows/model=SGP/acc") == 0.9
+    assert R.read_key_path(record, "rows/model=DGP 2/deep/x/1") == 2
     with pytest.raises(KeyError, match="0 rows with model = 'DGP 3'"):
-        T.read_key_path(record, "rows/model=DGP 3/acc")
+        R.read_key_path(record, "rows/model=DGP 3/acc")
     with pytest.raises(KeyError, match="no key 'nope'"):
-        T.read_key_path(record, "rows/0/nope")
+        R.read_key_path(record, "rows/0/nope")
 
 
 @pytest.mark.parametrize(
@@ -56,7 +57,7 @@ def test_read_key_path_indexes_keys_positions_and_rows():
 )
 def test_evaluate_compares_in_the_claims_direction(tmp_path, direction, ours, status):
     _write(tmp_path, "results/x/a.json", {"rows": [{"v": ours}]})
-    claim = T.Claim(
+    claim = R.Claim(
         "dgp",
         "Table 9",
         "row",
@@ -68,15 +69,15 @@ def test_evaluate_compares_in_the_claims_direction(tmp_path, direction, ours, st
         expect=status,
         note="" if status == "reproduced" else "why",
     )
-    record = T.evaluate(claim, tmp_path)
+    record = R.evaluate(claim, tmp_path)
     assert record["status"] == status and record["source"] == ["results/x/a.json"]
-    assert T.check_claims([claim], tmp_path)[0]["status"] == status
+    assert R.check_claims([claim], tmp_path)[0]["status"] == status
 
 
 def test_a_function_of_several_files_a_reduced_source_and_not_run(tmp_path):
     _write(tmp_path, "results/x/a.json", {"rows": [{"v": 1.0}]})
     _write(tmp_path, "results/x/b.json", {"reduced": True, "rows": [{"v": 3.0}]})
-    both = T.Claim(
+    both = R.Claim(
         "ebp",
         "Sec. 5",
         "b - a",
@@ -89,10 +90,10 @@ def test_a_function_of_several_files_a_reduced_source_and_not_run(tmp_path):
             r["results/x/b.json"]["rows"][0]["v"] - r["results/x/a.json"]["rows"][0]["v"]
         ),
     )
-    skipped = T.Claim(
+    skipped = R.Claim(
         "ebp", "Table 1", "AROW", "error %", 13.3, expect="not run", note="not implemented"
     )
-    got = T.check_claims([both, skipped], tmp_path)
+    got = R.check_claims([both, skipped], tmp_path)
     assert (
         got[0]["ours"] == 2.0
         and got[0]["reduced"] == ["results/x/b.json"]
@@ -102,16 +103,16 @@ def test_a_function_of_several_files_a_reduced_source_and_not_run(tmp_path):
 
 
 def test_a_missing_results_file_is_an_error_not_a_not_run(tmp_path):
-    claim = T.Claim(
+    claim = R.Claim(
         "darn", "Table 2", "nh = 9", "log p", -138.84, ours="results/darn/gone.json:rows/0/x"
     )
     with pytest.raises(FileNotFoundError, match="results/darn/gone.json is missing"):
-        T.check_claims([claim], tmp_path)
+        R.check_claims([claim], tmp_path)
 
 
 def test_check_claims_fails_when_a_status_changes(tmp_path):
     _write(tmp_path, "results/x/a.json", {"rows": [{"v": 5.0}]})
-    claim = T.Claim(
+    claim = R.Claim(
         "nram",
         "Table 1",
         "Copy",
@@ -123,7 +124,7 @@ def test_check_claims_fails_when_a_status_changes(tmp_path):
     with pytest.raises(
         AssertionError, match="nram / Table 1 / Copy: not reproduced .* the book states reproduced"
     ):
-        T.check_claims([claim], tmp_path)
+        R.check_claims([claim], tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -155,14 +156,14 @@ def test_a_malformed_claim_is_refused_with_the_field_named(kwargs, message):
     )
     fields.update(kwargs)
     with pytest.raises(ValueError, match=re.escape(message)):
-        T.Claim(**fields)
+        R.Claim(**fields)
 
 
 def test_the_table_renders_as_html_and_text(tmp_path):
     _write(tmp_path, "results/x/a.json", {"reduced": True, "rows": [{"v": 0.9716}]})
-    records = T.check_claims(
+    records = R.check_claims(
         [
-            T.Claim(
+            R.Claim(
                 "dgp",
                 "Sec. 4",
                 "MNIST SGP",
@@ -178,7 +179,7 @@ def test_the_table_renders_as_html_and_text(tmp_path):
         ],
         tmp_path,
     )
-    table = T.ScorecardTable(records, page="dgp")
+    table = R.ScorecardTable(records, page="dgp")
     html = table._repr_html_()
     assert (
         '<a href="#dgp-mnist">dgp §</a> short' in html
@@ -188,15 +189,15 @@ def test_the_table_renders_as_html_and_text(tmp_path):
     assert "0.9716*" in repr(table) and "dgp: 0 reproduced, 1 not reproduced, 0 not run" in repr(
         table
     )
-    assert 'href="dgp.html#dgp-mnist"' in T.ScorecardTable(records)._repr_html_()
+    assert 'href="dgp.html#dgp-mnist"' in R.ScorecardTable(records)._repr_html_()
 
 
 def test_a_run_of_unknown_code_is_marked(tmp_path):
     _write(tmp_path, "results/x/a.json", {"git_diff_note": "unknown", "rows": [{"v": 1.0}]})
-    claim = T.Claim("nram", "Table 1", "Copy", "error", 1.0, ours="results/x/a.json:rows/0/v")
-    (record,) = T.check_claims([claim], tmp_path)
+    claim = R.Claim("nram", "Table 1", "Copy", "error", 1.0, ours="results/x/a.json:rows/0/v")
+    (record,) = R.check_claims([claim], tmp_path)
     assert record["unknown_code"] == ["results/x/a.json"] and not record["reduced"]
-    table = T.ScorecardTable([record])
+    table = R.ScorecardTable([record])
     assert "1.00†" in repr(table) and ">†</sup>" in table._repr_html_()
 
 
@@ -205,14 +206,14 @@ def test_a_run_of_unknown_code_is_marked(tmp_path):
 
 @pytest.fixture(scope="module")
 def book_records():
-    return T.check_claims(T.all_claims(), ROOT)  # every status is the one its chapter states
+    return R.check_claims(R.all_claims(), ROOT)  # every status is the one its chapter states
 
 
 def test_the_scorecard_covers_all_five_papers_with_valid_records(book_records):
     assert len(book_records) >= 60
-    assert {r["paper"] for r in book_records} == set(T.PAPERS)
+    assert {r["paper"] for r in book_records} == set(R.PAPERS)
     for r in book_records:
-        assert r["status"] in T.STATUSES and r["where"] and r["item"] and r["quantity"], r
+        assert r["status"] in R.STATUSES and r["where"] and r["item"] and r["quantity"], r
         for rel in r["source"]:
             assert (ROOT / rel).is_file(), rel
         if r["status"] == "not run":
@@ -235,14 +236,14 @@ def test_every_section_a_record_links_to_exists(book_records):
 
 def test_the_readme_gives_the_scorecards_counts(book_records):
     readme = (ROOT / "README.md").read_text()
-    counts = T.scorecard_counts(book_records)
-    total = {s: sum(c[s] for c in counts.values()) for s in T.STATUSES}
+    counts = R.scorecard_counts(book_records)
+    total = {s: sum(c[s] for c in counts.values()) for s in R.STATUSES}
     said = re.search(
         r"scorecard holds (\d+) records: (\d+) reproduced, (\d+) not reproduced,\s+(\d+) not run",
         readme,
     )
     assert said, "README: the sentence 'the scorecard holds N records: ...' is missing"
-    assert [int(x) for x in said.groups()] == [len(book_records), *(total[s] for s in T.STATUSES)]
+    assert [int(x) for x in said.groups()] == [len(book_records), *(total[s] for s in R.STATUSES)]
     for paper, c in counts.items():
         row = f"| {paper} | {c['reproduced']} | {c['not reproduced']} | {c['not run']} |"
         assert row in readme, f"README's row for {paper} should read {row}"

@@ -16,6 +16,7 @@ import optax
 import pytest
 from flax import nnx
 
+import lib.record as R
 import lib.toolkit as T
 
 
@@ -286,13 +287,13 @@ def test_flat_step_at_derives_step_key_inside_the_step_bit_for_bit():
 
 
 def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
-    @T.experiment("test-sum", chapter="testing", book={"n": 3}, paper={"n": 1000})
+    @R.experiment("test-sum", chapter="testing", book={"n": 3}, paper={"n": 1000})
     def run_sum(config):
         """Sums 0..n-1."""
         return [{"n": config["n"], "sum": sum(range(config["n"]))}]
 
     try:
-        rec = T.run_experiment("test-sum", "paper", {"n": 4}, results_dir=tmp_path)
+        rec = R.run_experiment("test-sum", "paper", {"n": 4}, results_dir=tmp_path)
         saved = json.loads((tmp_path / "testing" / "test-sum.json").read_text())
         for field in (
             "command",
@@ -319,22 +320,22 @@ def test_run_experiment_writes_a_results_file_with_provenance(tmp_path):
         )
         assert rec["path"].endswith("test-sum.json")
         with pytest.raises(ValueError, match="unknown settings"):
-            T.run_experiment("test-sum", "book", {"m": 1}, results_dir=tmp_path)
+            R.run_experiment("test-sum", "book", {"m": 1}, results_dir=tmp_path)
         with pytest.raises(ValueError, match="no experiment 'nope'"):
-            T.run_experiment("nope")
-        piece = T.run_experiment("test-sum", "paper", {"n": 5}, results_dir=tmp_path, part="big-n")
+            R.run_experiment("nope")
+        piece = R.run_experiment("test-sum", "paper", {"n": 5}, results_dir=tmp_path, part="big-n")
         assert piece["path"].endswith("test-sum.big-n.json") and piece["part"] == "big-n"
         assert "--part big-n" in piece["command"]
-        assert T.load_results("testing", "test-sum", tmp_path, part="big-n")["rows"] == [
+        assert R.load_results("testing", "test-sum", tmp_path, part="big-n")["rows"] == [
             {"n": 5, "sum": 10}
         ]
-        assert T.load_results("testing", "test-sum", tmp_path)["rows"] == [
+        assert R.load_results("testing", "test-sum", tmp_path)["rows"] == [
             {"n": 4, "sum": 6}
         ]  # not overwritten
         with pytest.raises(ValueError, match="part must be"):
-            T.run_experiment("test-sum", "paper", results_dir=tmp_path, part="../x")
+            R.run_experiment("test-sum", "paper", results_dir=tmp_path, part="../x")
     finally:
-        T.EXPERIMENTS.pop("test-sum", None)
+        R.EXPERIMENTS.pop("test-sum", None)
 
 
 def test_git_state_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
@@ -348,12 +349,12 @@ def test_git_state_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
     sha = subprocess.run(
         git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert T._git_state(tmp_path) == {"git_commit": sha, "git_diff_sha256": None}
+    assert R._git_state(tmp_path) == {"git_commit": sha, "git_diff_sha256": None}
     (tmp_path / "results" / "r.json").write_text('{"rows": []}\n')  # a rerun rewrote a results file
     (tmp_path / "notes.txt").write_text("untracked\n")
-    assert T._git_state(tmp_path) == {"git_commit": sha, "git_diff_sha256": None}
+    assert R._git_state(tmp_path) == {"git_commit": sha, "git_diff_sha256": None}
     (tmp_path / "code.py").write_text("x = 2\n")
-    state = T._git_state(tmp_path)
+    state = R._git_state(tmp_path)
     assert state["git_commit"] == sha + "-dirty" and "+x = 2" in state["git_diff"]
     assert state["git_diff_sha256"] == hashlib.sha256(state["git_diff"].encode()).hexdigest()
 
@@ -378,7 +379,7 @@ def test_a_dirty_record_is_resolved_to_the_later_commit_whose_diff_it_hashed(tmp
     subprocess.run(git + ["init", "-q"], check=True)
     old = commit("x = 1\n")
     (tmp_path / "code.py").write_text("x = 2\n")
-    state = T._git_state(tmp_path)  # a run at `old` with x = 2 not yet committed
+    state = R._git_state(tmp_path)  # a run at `old` with x = 2 not yet committed
     record = {"git_commit": state["git_commit"], "git_diff_sha256": state["git_diff_sha256"]}
     other = commit("x = 3\n")
     assert migrate.resolve_commit(record, tmp_path) == record  # no commit has that code
@@ -426,10 +427,10 @@ def test_compare_to_preset_tells_a_part_from_a_reduced_run():
         "seed": 4,
         "schedules": [[0.001, 100000]],
     }
-    assert T.compare_to_preset(preset, dict(preset, **picked)) == (picked, {})
+    assert R.compare_to_preset(preset, dict(preset, **picked)) == (picked, {})
     reduced = dict(preset, steps=5, models=["SGP 9"])
     reduced.pop("seed")
-    assert T.compare_to_preset(preset, reduced) == (
+    assert R.compare_to_preset(preset, reduced) == (
         {},
         {
             "models": {"preset": ["SGP", "DGP 2"], "run": ["SGP 9"]},
@@ -443,7 +444,7 @@ def test_python_m_lib_lists_and_reports_errors():
     out = subprocess.run([sys.executable, "-m", "lib"], capture_output=True, text=True)
     assert out.returncode == 0 and "toolkit-mnist-softmax" in out.stdout and "paper" in out.stdout
     assert max(len(line) for line in out.stdout.splitlines()) <= 100  # readable at 100 columns
-    for name, exp in T.EXPERIMENTS.items():  # every experiment, with its whole description
+    for name, exp in R.EXPERIMENTS.items():  # every experiment, with its whole description
         assert name in out.stdout
         assert " ".join(exp.description.split()[-3:]) in " ".join(out.stdout.split()), name
     helped = subprocess.run([sys.executable, "-m", "lib", "--help"], capture_output=True, text=True)
@@ -476,13 +477,13 @@ def test_every_committed_results_record_has_settings_the_cli_accepts():
     root = Path(__file__).resolve().parent.parent
     for path in sorted((root / "results").glob("*/*.json")):
         record = json.loads(path.read_text())
-        exp = T.EXPERIMENTS.get(record.get("experiment"))
+        exp = R.EXPERIMENTS.get(record.get("experiment"))
         if exp is None or record.get("preset") not in exp.presets:
             continue
         preset = exp.presets[record["preset"]]
         config = {k: v for k, v in record["config"].items() if k in preset}
         try:
-            T.check_settings(record["experiment"], exp.presets, config, exp.lists)
+            R.check_settings(record["experiment"], exp.presets, config, exp.lists)
         except ValueError as err:
             raise AssertionError(f"{path.relative_to(root)}: {err}") from None
         checked += 1
@@ -627,16 +628,16 @@ def test_settings_are_checked_against_the_presets_types_and_ranges():
         "space": {"h": [4]},
     }
     for key, value in good.items():
-        T.check_settings("x", presets, {key: value})
-    T.check_settings("x", presets, {"names": [], "splits": []})  # a part may run none of a grid
-    T.check_settings("x", presets, {"steps": [5, 6]}, lists=("steps",))  # widths of layers, say
+        R.check_settings("x", presets, {key: value})
+    R.check_settings("x", presets, {"names": [], "splits": []})  # a part may run none of a grid
+    R.check_settings("x", presets, {"steps": [5, 6]}, lists=("steps",))  # widths of layers, say
     for value in ([0], [], [5, 2.5]):
         with pytest.raises(ValueError, match="or a non-empty list of such"):
-            T.check_settings("x", presets, {"steps": value}, lists=("steps",))
+            R.check_settings("x", presets, {"steps": value}, lists=("steps",))
     with pytest.raises(ValueError, match="must be an integer"):
-        T.check_settings("x", presets, {"steps": [5]})  # a list only where the experiment says
+        R.check_settings("x", presets, {"steps": [5]})  # a list only where the experiment says
     with pytest.raises(ValueError, match=r"lists names settings it lacks: \['width'\]"):
-        T.experiment("x", chapter="t", book={"steps": 1}, paper={"steps": 2}, lists=("width",))
+        R.experiment("x", chapter="t", book={"steps": 1}, paper={"steps": 2}, lists=("width",))
     bad = {
         "steps": [0, -5, True, 2.5, "abc", None],
         "seed": [-1, 1.5],
@@ -650,7 +651,7 @@ def test_settings_are_checked_against_the_presets_types_and_ranges():
     for key, values in bad.items():
         for value in values:
             with pytest.raises(ValueError, match=f"setting {key} must be"):
-                T.check_settings("x", presets, {key: value})
+                R.check_settings("x", presets, {key: value})
 
 
 @pytest.mark.slow
@@ -828,7 +829,7 @@ def test_streamed_minibatches_read_a_memmap_and_visit_every_row_once_per_epoch(t
 def test_run_unit_stores_results_and_refuses_another_configuration(tmp_path):
     calls = []
 
-    @T.experiment(
+    @R.experiment(
         "test-units", chapter="testing", book={"n": 3, "fail_at": -1}, paper={"n": 3, "fail_at": -1}
     )
     def run_units(config):
@@ -842,34 +843,34 @@ def test_run_unit_stores_results_and_refuses_another_configuration(tmp_path):
                     raise KeyboardInterrupt  # an interruption in the middle of unit i
                 return {"i": i, "square": np.float32(i * i), "pair": (i, i)}
 
-            rows.append(T.run_unit(f"unit {i}", compute))
+            rows.append(R.run_unit(f"unit {i}", compute))
         return rows
 
     try:
         with pytest.raises(KeyboardInterrupt):
-            T.run_experiment("test-units", "book", {"fail_at": 2}, results_dir=tmp_path)
+            R.run_experiment("test-units", "book", {"fail_at": 2}, results_dir=tmp_path)
         assert calls == [0, 1, 2]
         calls.clear()
         with pytest.raises(ValueError, match="another configuration"):
-            T.run_experiment("test-units", "book", {"fail_at": 1}, results_dir=tmp_path)
+            R.run_experiment("test-units", "book", {"fail_at": 1}, results_dir=tmp_path)
         # the same configuration, now not interrupted (fail_at is part of it: patch the stored one)
         run_json = tmp_path / ".checkpoints" / "testing" / "test-units" / "run.json"
         about = json.loads(run_json.read_text())
         about["config"]["fail_at"] = -1
         run_json.write_text(json.dumps(about))
-        rec = T.run_experiment("test-units", "book", {"fail_at": -1}, results_dir=tmp_path)
+        rec = R.run_experiment("test-units", "book", {"fail_at": -1}, results_dir=tmp_path)
         assert calls == [2]  # units 0 and 1 came from the store
         assert rec["resumed"]["units_reused"] == ["unit 0", "unit 1"]
         # the interrupted run's device is kept: a run resumed on another machine says both
-        assert rec["resumed"]["first_device"] == about["device"] == T.provenance()["device"]
+        assert rec["resumed"]["first_device"] == about["device"] == R.provenance()["device"]
         assert rec["rows"] == [{"i": i, "square": float(i * i), "pair": [i, i]} for i in range(3)]
         assert not run_json.parent.exists()  # removed once the results file is written
         calls.clear()
-        fresh = T.run_experiment("test-units", "book", results_dir=tmp_path)
+        fresh = R.run_experiment("test-units", "book", results_dir=tmp_path)
         assert calls == [0, 1, 2] and fresh["resumed"] is None and fresh["rows"] == rec["rows"]
     finally:
-        T.EXPERIMENTS.pop("test-units", None)
-    assert T.run_unit("outside", lambda d: {"dir": d}) == {"dir": None}
+        R.EXPERIMENTS.pop("test-units", None)
+    assert R.run_unit("outside", lambda d: {"dir": d}) == {"dir": None}
 
 
 @pytest.mark.slow
@@ -1002,13 +1003,13 @@ def test_lapack_threads_follow_the_environment(root):
 
 def test_table_renders_rows_as_html_and_aligned_text():
     rows = [{"model": "SGP", "ll": 1.23456}, {"model": "DGP 2", "ll": None}]
-    table = T.Table(rows, formats={"ll": ".2f"}, caption="cap")
+    table = R.Table(rows, formats={"ll": ".2f"}, caption="cap")
     assert repr(table).splitlines() == ["cap", "model    ll", "  SGP  1.23", "DGP 2      "]
     html = table._repr_html_()
     assert "<caption>cap</caption>" in html and "<td>1.23</td>" in html and "<th>model</th>" in html
-    assert T.Table([[1, "a<b"]], columns=["n", "s"])._repr_html_().count("a&lt;b") == 1
+    assert R.Table([[1, "a<b"]], columns=["n", "s"])._repr_html_().count("a&lt;b") == 1
     # numpy scalars (a float32 mean, say) take the column's format as Python floats do
-    assert repr(T.Table([{"p": np.float32(0.523074)}], formats={"p": ".2f"})).splitlines()[1] == (
+    assert repr(R.Table([{"p": np.float32(0.523074)}], formats={"p": ".2f"})).splitlines()[1] == (
         "0.52"
     )
 
@@ -1016,21 +1017,21 @@ def test_table_renders_rows_as_html_and_aligned_text():
 def test_require_results_names_the_missing_file(tmp_path):
     (tmp_path / "ch").mkdir()
     (tmp_path / "ch" / "exp.part.json").write_text('{"rows": [1]}')
-    assert T.require_results("ch", "exp", part="part", results_dir=tmp_path) == {"rows": [1]}
+    assert R.require_results("ch", "exp", part="part", results_dir=tmp_path) == {"rows": [1]}
     with pytest.raises(FileNotFoundError, match=r"results/ch/exp.other.json is missing"):
-        T.require_results("ch", "exp", part="other", results_dir=tmp_path)
+        R.require_results("ch", "exp", part="other", results_dir=tmp_path)
 
 
 def test_run_kind_tells_paper_runs_parts_and_reduced_runs():
-    assert T.run_kind({"preset": "paper", "selection": {}, "deviations": {}}) == "paper run"
+    assert R.run_kind({"preset": "paper", "selection": {}, "deviations": {}}) == "paper run"
     part = {"preset": "paper", "selection": {"splits": [0]}, "deviations": {}}
     reduced = {"preset": "paper", "selection": {}, "deviations": {"steps": {}, "ard": {}}}
-    assert T.run_kind(part) == "part of the paper run"
-    assert T.run_kind(reduced) == "reduced run (ard, steps)"
+    assert R.run_kind(part) == "part of the paper run"
+    assert R.run_kind(reduced) == "reduced run (ard, steps)"
 
 
 def test_glue_outside_a_notebook_does_nothing():
-    assert T.glue("x", np.float64(0.5)) is None
+    assert R.glue("x", np.float64(0.5)) is None
 
 
 def test_progress_writes_lines_to_a_file_and_is_quiet_when_asked(capsys, monkeypatch):
@@ -1076,15 +1077,15 @@ def test_progress_writes_lines_to_a_file_and_is_quiet_when_asked(capsys, monkeyp
 
 def test_results_are_read_from_the_checkout_the_environment_or_the_package(monkeypatch, tmp_path):
     monkeypatch.delenv("LIB_RESULTS_DIR", raising=False)
-    assert T.results_root() == T.project_root() / "results"
+    assert R.results_root() == R.project_root() / "results"
     (tmp_path / "demo").mkdir()
     (tmp_path / "demo" / "x.json").write_text('{"rows": [1]}')
     monkeypatch.setenv("LIB_RESULTS_DIR", str(tmp_path))
-    assert T.results_root() == tmp_path.resolve()
-    assert T.load_results("demo", "x") == {"rows": [1]}
+    assert R.results_root() == tmp_path.resolve()
+    assert R.load_results("demo", "x") == {"rows": [1]}
     monkeypatch.delenv("LIB_RESULTS_DIR")
-    monkeypatch.setattr(T, "project_root", lambda: None)  # outside a checkout: the package's copy
-    packaged = T.results_root()
+    monkeypatch.setattr(R, "project_root", lambda: None)  # outside a checkout: the package's copy
+    packaged = R.results_root()
     assert packaged is None or packaged.name == "_results"
 
 
@@ -1096,7 +1097,7 @@ def test_provenance_names_the_host_cpu_and_its_vector_extensions():
     flags = next(
         line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")
     )
-    device = T.provenance()["device"]
+    device = R.provenance()["device"]
     assert device["cpu"] == name
     assert device["vector_isa"] == [f for f in ("avx", "avx2", "fma", "avx512f") if f in flags] + [
         f for f in ("avx512_bf16", "avx512_fp16", "amx_tile") if f in flags
@@ -1104,15 +1105,15 @@ def test_provenance_names_the_host_cpu_and_its_vector_extensions():
 
 
 def test_provenance_records_how_float32_products_were_computed():
-    assert T.provenance()["device"]["matmul_precision"] == str(
+    assert R.provenance()["device"]["matmul_precision"] == str(
         jax.config.jax_default_matmul_precision or "default"
     )
     with jax.default_matmul_precision("highest"):
-        assert T.provenance()["device"]["matmul_precision"] == "highest"
+        assert R.provenance()["device"]["matmul_precision"] == "highest"
 
 
 def test_where_run_names_the_devices_a_resumed_record_ran_on():
-    from lib.toolkit import device_name, where_run
+    from lib.record import device_name, where_run
 
     cpu, gpu = {"platform": "cpu", "cpus": 2}, {"platform": "gpu", "kind": "NVIDIA H200"}
     assert device_name(cpu) == "CPU (2 cores)" and device_name(gpu) == "NVIDIA H200"
@@ -1129,3 +1130,30 @@ def test_where_run_names_the_devices_a_resumed_record_ran_on():
     assert where_run(moved) == "NVIDIA H200 (to step 500, 7000), then CPU (2 cores)"
     unknown = {"device": gpu, "resumed": resumed(["a"], {"u": 13000}, None)}
     assert where_run(unknown) == "an earlier run (1 unit(s) whole; to step 13000), then NVIDIA H200"
+
+
+def test_checkpoint_steps_names_the_latest_checkpoint_of_every_folder(tmp_path):
+    """What run_unit records as restored: per folder, the step restore_checkpoint resumes from."""
+    assert T.checkpoint_steps(tmp_path / "none") == {}
+    state = {"w": jnp.arange(3.0)}
+    for folder, step in (("", 3), ("", 5), ("sub", 7), ("sub/deeper", 2)):
+        T.save_checkpoint(tmp_path / folder, step, state, {"step": step})
+    (tmp_path / "9.orbax-checkpoint-tmp-1").mkdir()  # a save that never finished
+    (tmp_path / "empty").mkdir()
+    found = T.checkpoint_steps(tmp_path)
+    assert found == {"": 5, "sub": 7, "sub/deeper": 2}
+    for folder, step in found.items():  # the oracle: what restoring each folder gives
+        assert T.restore_checkpoint(tmp_path / folder, state)[0] == step
+
+
+def test_the_records_old_home_still_imports_with_a_deprecation_warning():
+    """lib.record's names imported from lib.toolkit (before 0.2) warn and give the same objects;
+    lib.toolkit itself does not import the record."""
+    code = "import sys, lib.toolkit; assert 'lib.record' not in sys.modules"
+    root = Path(__file__).resolve().parent.parent
+    assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
+    with pytest.warns(DeprecationWarning, match="lib.record.require_results"):
+        from lib.toolkit import require_results
+    assert require_results is R.require_results
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        T.nothing

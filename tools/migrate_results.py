@@ -5,7 +5,7 @@
     python tools/migrate_results.py --check    exit 1 if a file lacks them
 
 `run_experiment` records how a run's configuration differs from the preset it names
-(`lib.toolkit.compare_to_preset`): "selection" (the splits, seeds, models... that make it a part of
+(`lib.record.compare_to_preset`): "selection" (the splits, seeds, models... that make it a part of
 the preset's run), "deviations" (every other difference) and "reduced" (true iff there are
 deviations); and, for a checkout whose code differs from its commit, the diff's SHA-256. Files
 written before that carry a "reduced" flag set by any --set. This script computes the three fields
@@ -120,7 +120,7 @@ def resolve_commit(record: dict, root: Path = ROOT) -> dict:
 
 
 def migrate(record: dict, experiments: dict) -> dict:
-    from lib.toolkit import compare_to_preset
+    from lib.record import compare_to_preset
 
     out = dict(record)
     out.setdefault("git_diff_sha256", None)
@@ -169,7 +169,7 @@ def main() -> int:
 
     for module in lib.MODULES:
         importlib.import_module(f"lib.{module}")
-    from lib.toolkit import EXPERIMENTS
+    from lib.record import EXPERIMENTS
 
     stale = []
     for path in sorted((ROOT / "results").glob("*/*.json")):

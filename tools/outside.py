@@ -37,7 +37,7 @@ from chapters import ROOT, chapter_sources  # noqa: E402
 # dgp, partition, ebp) left one worker running ebp alone for the last minute.
 NBVAL_ORDER = (
     *("darn", "partition", "dgp", "nram", "ebp"),
-    *("performance", "toolkit", "data", "reproduces"),
+    *("performance", "toolkit", "record", "data", "reproduces"),
     *("nram_report", "nram_hard_report"),
     *("ebp_report", "darn_report", "partition_report", "dgp_report"),
 )
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
             [
                 str(python),
                 "-c",
-                "import lib.toolkit as T; print(T.project_root(), T.results_root())",
+                "import lib.record as R; print(R.project_root(), R.results_root())",
             ],
             cwd=book,
             capture_output=True,

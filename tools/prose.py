@@ -5,7 +5,7 @@
     python tools/prose.py dgp partition   only these chapters
 
 A number the book measured reaches the text from the cell that computed it, through myst-nb's
-`{glue:text}` role (`lib.toolkit.glue(name, value)` in the cell, {glue:text}`name:.2f` in the
+`{glue:text}` role (`lib.record.glue(name, value)` in the cell, {glue:text}`name:.2f` in the
 text); a number quoted from a paper is marked as such with the `{paper}` role
 ({paper}`-89.96`, rendered as it is by tools/paper_role.py) next to its citation, and a setting
 the book chose (a learning rate, a probability of the curriculum) with the `{setting}` role.

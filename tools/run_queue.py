@@ -48,14 +48,14 @@ TEST_FILES = (
 
 
 def experiments() -> dict:
-    """The experiments the chapters register (lib.toolkit.EXPERIMENTS), by name."""
+    """The experiments the chapters register (lib.record.EXPERIMENTS), by name."""
     import importlib
 
     import lib
 
     for module in lib.MODULES:
         importlib.import_module(f"lib.{module}")
-    from lib.toolkit import EXPERIMENTS
+    from lib.record import EXPERIMENTS
 
     return EXPERIMENTS
 
@@ -64,7 +64,8 @@ def load_queue(path: Path = QUEUE) -> list[dict]:
     """The queue's entries, checked as `python -m lib` would check them: a registered experiment,
     one of its presets, settings it has with values it accepts, a part name; no part twice."""
     registry, entries, seen = experiments(), json.loads(path.read_text()), set()
-    from lib.toolkit import PRESETS, check_settings
+    from lib.toolkit import PRESETS
+    from lib.record import check_settings
 
     for e in entries:
         missing = {"experiment", "preset", "set", "part"} - set(e)
@@ -88,7 +89,7 @@ def load_queue(path: Path = QUEUE) -> list[dict]:
 
 
 def results_file(entry: dict, root: Path = ROOT) -> Path:
-    """Where `python -m lib` writes the entry's results (see lib.toolkit.run_experiment)."""
+    """Where `python -m lib` writes the entry's results (see lib.record.run_experiment)."""
     return root / "results" / entry["chapter"] / f"{entry['experiment']}.{entry['part']}.json"
 
 
@@ -103,7 +104,7 @@ def split_command(text: str) -> dict:
     """The queue entry of a recorded `python -m lib EXPERIMENT --preset P [--set K=V]... [--part X]`
     command (its options joined by spaces, as lib.toolkit records them; a value holds no " --"),
     each value read as `python -m lib` reads it."""
-    from lib.toolkit import _parse_value
+    from lib.record import _parse_value
 
     head, *options = text.split(" --")
     words = head.split()
@@ -141,7 +142,7 @@ def legacy(root: Path = ROOT) -> list[dict]:
 
 
 def checkpoint_dir(entry: dict, root: Path = ROOT) -> Path:
-    """Where `python -m lib` keeps the part's interrupted run (see lib.toolkit.run_experiment)."""
+    """Where `python -m lib` keeps the part's interrupted run (see lib.record.run_experiment)."""
     name = f"{entry['experiment']}.{entry['part']}"
     return root / "results" / ".checkpoints" / entry["chapter"] / name
 
