@@ -381,6 +381,7 @@ def exact_log_prob(model: DARN, x, *, chunk: int = 4096, batch: int = 1000):
     )
 
 
+# %% book/darn.md
 @partial(jax.jit, static_argnums=(0, 3))
 def _exact_log_prob_batch(graphdef, state, xb, chunk):
     model = nnx.merge(graphdef, state)
@@ -646,6 +647,7 @@ OPTIMIZERS = {
 }
 
 
+# %% book/darn.md
 @checks(
     target=Instance(nnx.Module),
     loss_fn=Function(),
@@ -767,6 +769,7 @@ def fit_with_validation(
     }
 
 
+# %% book/darn.md
 @checks(
     model=Instance(DARN),
     steps=Int(1),
@@ -899,6 +902,7 @@ def _mixture_log_prob(log_weights, logits, x):
     return jax.scipy.special.logsumexp(_component_log_probs(log_weights, logits, x), -1)
 
 
+# %% book/darn.md
 @checks(
     num_components=Int(1),
     max_iterations=Int(1),

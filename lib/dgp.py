@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from functools import partial
 from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from flax import nnx
 from jax.custom_derivatives import SymbolicZero
 from jax.scipy.linalg import solve_triangular
+from scipy.cluster.vq import kmeans2
 
+from lib.data import load_mnist, load_uci
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf
-from lib.toolkit import check_array, checks
+from lib.toolkit import FlatStep, check_array, checks, fit, minibatches, nnx_model, nnx_step
+from lib.toolkit import nnx_train_state
 
 
 # %% book/dgp.md
@@ -103,6 +108,7 @@ def marginals_from_operators(T, B, Kxz, kxx_diag, q_mu):
     return mean, kdiag + quadratic_forms(B, A)
 
 
+# %% book/dgp.md
 @checks(
     Kzz_chol=Array(ndim=2),
     Kxz=Array(ndim=2),
@@ -185,6 +191,7 @@ def rbf(x1, x2, lengthscales, variance):
     return variance * jnp.exp(-0.5 * jnp.maximum(sq, 0.0))
 
 
+# %% book/dgp.md
 class RBF(nnx.Module):
     """Squared-exponential kernel with one lengthscale per input dimension (ARD, the paper's
     kernel).
@@ -210,15 +217,7 @@ class RBF(nnx.Module):
         dtype=jnp.float64,
         batch: int | None = None,
         ard: bool = True,
-    ):
-        if input_dim < 1:
-            raise ValueError(f"input_dim must be at least 1, got {input_dim}")
-        if lengthscale <= 0 or variance <= 0:
-            raise ValueError(
-                f"lengthscale and variance must be positive, got {lengthscale} and {variance}"
-            )
-        if batch is not None and batch < 1:
-            raise ValueError(f"batch must be None or a positive number of kernels, got {batch}")
+    ):  # the contracts above refuse a dimension below 1, a scale <= 0 and a batch below 1
         self.input_dim = input_dim
         self.batch = batch
         lead = () if batch is None else (batch,)
@@ -336,6 +335,7 @@ def _cholesky_factors_bwd(jitter, retries, residuals, cotangents):
 cholesky_factors.defvjp(_cholesky_factors_fwd, _cholesky_factors_bwd, symbolic_zeros=True)
 
 
+# %% book/dgp.md
 def _chunked(data, rows: int):
     """data's leaves (N, ...) padded with zero rows and cut into (chunks, rows', ...), rows' <= rows
     balanced (at most chunks - 1 rows of padding), and the mask (chunks, rows') of the real
@@ -400,6 +400,7 @@ def _sum_chunks(fn, params, data, rows: int):
     return jnp.sum(jnp.where(mask, values, 0))
 
 
+# %% book/dgp.md
 def _sum_rows_fwd(fn, params, data, rows):
     N = jax.tree.leaves(data)[0].shape[0]
     leaves, tree = jax.tree.flatten(data)
@@ -451,6 +452,38 @@ def default_chunk_rows(num_outputs: int, num_inducing: int, dtype=jnp.float64) -
     return max(128, min(2**20 // (num_outputs * num_inducing), by_bytes))
 
 
+# %% book/dgp.md
+def _layer_inputs(kernel: RBF, Z, num_outputs: int, mean_W) -> tuple:
+    """(Z, mean_W) of an SVGPLayer as arrays: Z (M, D_in), or (P, M, D_in) for a per-output
+    kernel; mean_W (D_in, P) or None. A ValueError names the argument whose shape is wrong."""
+    Z = jnp.asarray(Z)
+    check_array(Z, "Z", dtype="floating")
+    if kernel.batch is not None and kernel.batch != num_outputs:
+        raise ValueError(
+            f"a per-output layer needs one kernel per output: kernel.batch is {kernel.batch}, "
+            f"num_outputs is {num_outputs}"
+        )
+    if Z.ndim == 3 and (kernel.batch is None or Z.shape[0] != num_outputs):
+        raise ValueError(
+            f"Z of shape {Z.shape} needs a kernel with batch={Z.shape[0]} = num_outputs"
+        )
+    if Z.ndim not in (2, 3) or Z.shape[-1] != kernel.input_dim:
+        raise ValueError(
+            f"Z must have shape (M, {kernel.input_dim}) or (P, M, {kernel.input_dim}), got "
+            f"{Z.shape}"
+        )
+    if kernel.batch is not None and Z.ndim == 2:
+        Z = jnp.tile(Z[None], (num_outputs, 1, 1))
+    if mean_W is not None:
+        mean_W = jnp.asarray(mean_W, Z.dtype)
+        if mean_W.shape != (Z.shape[-1], num_outputs):
+            raise ValueError(
+                f"mean_W must have shape {(Z.shape[-1], num_outputs)}, got {mean_W.shape}"
+            )
+    return Z, mean_W
+
+
+# %% book/dgp.md
 class SVGPLayer(nnx.Module):
     """One sparse variational GP layer with P outputs (Section 3).
 
@@ -487,30 +520,7 @@ class SVGPLayer(nnx.Module):
         jitter: float = 1e-6,
         chunk_size: int | None = None,
     ):
-        Z = jnp.asarray(Z)
-        check_array(Z, "Z", dtype="floating")
-        if kernel.batch is not None and kernel.batch != num_outputs:
-            raise ValueError(
-                f"a per-output layer needs one kernel per output: kernel.batch is {kernel.batch}, "
-                f"num_outputs is {num_outputs}"
-            )
-        if Z.ndim == 3 and (kernel.batch is None or Z.shape[0] != num_outputs):
-            raise ValueError(
-                f"Z of shape {Z.shape} needs a kernel with batch={Z.shape[0]} = num_outputs"
-            )
-        if Z.ndim not in (2, 3) or Z.shape[-1] != kernel.input_dim:
-            raise ValueError(
-                f"Z must have shape (M, {kernel.input_dim}) or (P, M, {kernel.input_dim}), got "
-                f"{Z.shape}"
-            )
-        if kernel.batch is not None and Z.ndim == 2:
-            Z = jnp.tile(Z[None], (num_outputs, 1, 1))
-        if mean_W is not None:
-            mean_W = jnp.asarray(mean_W, Z.dtype)
-            if mean_W.shape != (Z.shape[-1], num_outputs):
-                raise ValueError(
-                    f"mean_W must have shape {(Z.shape[-1], num_outputs)}, got {mean_W.shape}"
-                )
+        Z, mean_W = _layer_inputs(kernel, Z, num_outputs, mean_W)
         M = Z.shape[-2]
         self.kernel = kernel
         self.Z = nnx.Param(Z)
@@ -518,8 +528,6 @@ class SVGPLayer(nnx.Module):
         self.whiten = whiten
         self.jitter = jitter
         self.noise_variance = noise_variance
-        if chunk_size is not None and chunk_size < 1:
-            raise ValueError(f"chunk_size must be a positive number of rows, got {chunk_size}")
         self.chunk_size = chunk_size
         self.mean_W = Constant(mean_W) if mean_W is not None else None
         self.q_mu = nnx.Param(jnp.zeros((M, num_outputs), Z.dtype))
@@ -691,6 +699,23 @@ class Bernoulli(nnx.Module):
         return check_array(y, "y", ndim=2, shape=(num_points, num_outputs), binary=True)
 
 
+# %% book/dgp.md
+def _win_probability(mean, var, y, nodes: int):
+    """P_y for the labelled class only: (...,) from marginals (..., K) and labels (..., 1)."""
+    z, w = gauss_hermite(nodes, mean.dtype)
+    label = jnp.broadcast_to(jnp.asarray(y)[..., 0], mean.shape[:-1]).astype(jnp.int32)
+    mu_y = jnp.take_along_axis(mean, label[..., None], -1)
+    sd_y = jnp.sqrt(jnp.take_along_axis(var, label[..., None], -1))
+    x = mu_y + sd_y * z  # (..., Q)
+    cdf = normal_cdf(
+        (x[..., None, :] - mean[..., :, None]) / jnp.sqrt(var)[..., :, None]
+    )  # (..., K, Q)
+    others = jnp.arange(mean.shape[-1]) != label[..., None]  # (..., K)
+    cdf = jnp.where(others[..., None], cdf, 1.0)
+    return jnp.sum(w * jnp.prod(cdf, -2), -1)
+
+
+# %% book/dgp.md
 class RobustMax(nnx.Module):
     """Robust-max likelihood for K classes (eq. dgp-robustmax); y holds class indices, shape (N, 1).
 
@@ -710,11 +735,7 @@ class RobustMax(nnx.Module):
         epsilon: float = 1e-3,
         quadrature_points: int = 20,
         predict_quadrature_points: int = 100,
-    ):
-        if num_classes < 2:
-            raise ValueError(f"num_classes must be at least 2, got {num_classes}")
-        if not 0 < epsilon < 1:
-            raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
+    ):  # the contracts above refuse fewer than 2 classes and an epsilon outside (0, 1)
         self.num_classes = num_classes
         self.epsilon = epsilon
         self.quadrature_points = quadrature_points
@@ -724,7 +745,7 @@ class RobustMax(nnx.Module):
         """P_k of eq. dgp-robustmax for every class k: (..., K) from marginals (..., K)."""
 
         def wins(k):
-            return self._win_probability_of(
+            return _win_probability(
                 mean, var, jnp.full(mean.shape[:-1] + (1,), k), self.predict_quadrature_points
             )
 
@@ -736,23 +757,9 @@ class RobustMax(nnx.Module):
 
     def variational_expectations(self, mean, var, y):
         """E_q[log p(y | f)] for labels y (..., 1), marginals (..., K) (eq. dgp-robustmax)."""
-        P = self._win_probability_of(mean, var, y, self.quadrature_points)
+        P = _win_probability(mean, var, y, self.quadrature_points)
         eps, K = self.epsilon, self.num_classes
         return P * math.log(1.0 - eps) + (1.0 - P) * math.log(eps / (K - 1))
-
-    def _win_probability_of(self, mean, var, y, nodes: int):
-        """P_y for the labelled class only: (...,) from marginals (..., K) and labels (..., 1)."""
-        z, w = gauss_hermite(nodes, mean.dtype)
-        label = jnp.broadcast_to(jnp.asarray(y)[..., 0], mean.shape[:-1]).astype(jnp.int32)
-        mu_y = jnp.take_along_axis(mean, label[..., None], -1)
-        sd_y = jnp.sqrt(jnp.take_along_axis(var, label[..., None], -1))
-        x = mu_y + sd_y * z  # (..., Q)
-        cdf = normal_cdf(
-            (x[..., None, :] - mean[..., :, None]) / jnp.sqrt(var)[..., :, None]
-        )  # (..., K, Q)
-        others = jnp.arange(mean.shape[-1]) != label[..., None]  # (..., K)
-        cdf = jnp.where(others[..., None], cdf, 1.0)
-        return jnp.sum(w * jnp.prod(cdf, -2), -1)
 
     def predict_mean_and_var(self, mean, var):
         """The class probabilities (..., K) and their Bernoulli variances."""
@@ -761,9 +768,7 @@ class RobustMax(nnx.Module):
 
     def predict_log_density(self, mean, var, y):
         """log p(y | marginals of f) of the labelled class, (...,)."""
-        return jnp.log(
-            self._mix(self._win_probability_of(mean, var, y, self.predict_quadrature_points))
-        )
+        return jnp.log(self._mix(_win_probability(mean, var, y, self.predict_quadrature_points)))
 
     def check_y(self, y, num_points: int, num_outputs: int):
         """y as (num_points, 1) class indices in 0..K-1, or ValueError naming what is wrong."""
@@ -781,6 +786,38 @@ class RobustMax(nnx.Module):
 
 
 # %% book/dgp.md
+def _check_layers(layers) -> None:
+    """A ValueError unless there is a layer and each layer's outputs are the next one's inputs."""
+    if not layers:
+        raise ValueError("a DeepGP needs at least one layer")
+    for l, (a, b) in enumerate(zip(layers[:-1], layers[1:])):
+        if a.num_outputs != b.kernel.input_dim:
+            raise ValueError(
+                f"layer {l} has {a.num_outputs} outputs but layer {l + 1} takes "
+                f"{b.kernel.input_dim} inputs"
+            )
+
+
+def _expected_log_likelihood_rows(layers: tuple, likelihood):
+    """rows(params, chunk) for `sum_rows`: E[log p(y_i | f_i^L)] for a chunk of rows, summed per
+    row, the rows sampled through the layers. params: (the layers' `operators()`, the likelihood's
+    state); chunk: (x, y, the noise of eq. dgp-sample for layers 1..L-1); likelihood: its graphdef.
+    It reads no parameter of a layer, only `params` (see SVGPLayer.marginals)."""
+
+    def rows(params, chunk):
+        ops, state = params
+        f, yc, eps = chunk
+        for layer, o, e in zip(layers[:-1], ops[:-1], eps):
+            mean, var = layer.marginals(o, f)
+            f = mean + jnp.sqrt(var) * e
+        mean, var = layers[-1].marginals(ops[-1], f)
+        expected = nnx.merge(likelihood, state).variational_expectations(mean, var, yc)
+        return jnp.sum(expected.reshape(len(f), -1), 1)  # (n, P), or (n,) for robust-max
+
+    return rows
+
+
+# %% book/dgp.md
 class DeepGP(nnx.Module):
     """A deep GP of SVGPLayers with the doubly stochastic bound (Section 5). One layer: the SGP."""
 
@@ -791,14 +828,7 @@ class DeepGP(nnx.Module):
         likelihood: Gaussian | Bernoulli | RobustMax,
         num_data: int,
     ):
-        if not layers:
-            raise ValueError("a DeepGP needs at least one layer")
-        for l, (a, b) in enumerate(zip(layers[:-1], layers[1:])):
-            if a.num_outputs != b.kernel.input_dim:
-                raise ValueError(
-                    f"layer {l} has {a.num_outputs} outputs but layer {l + 1} takes "
-                    f"{b.kernel.input_dim} inputs"
-                )
+        _check_layers(layers)
         # nnx.List (flax >= 0.12) makes the layers a pytree child; older flax takes a plain list
         self.layers = nnx.List(layers) if hasattr(nnx, "List") else list(layers)
         self.likelihood = likelihood
@@ -812,10 +842,8 @@ class DeepGP(nnx.Module):
         return self.likelihood.check_y(y, x.shape[0], self.layers[-1].num_outputs)
 
     def propagate(self, x, key, num_samples: int = 1):
-        """Sample through layers 1..L-1 (eq. dgp-sample); return the last layer's marginals.
-
-        x (N, D). Returns (mean, var), each (num_samples, N, P).
-        """
+        """Sample through layers 1..L-1 (eq. dgp-sample); return the last layer's marginals: x (N,
+        D) -> (mean, var), each (num_samples, N, P)."""
         x = self._check_x(x)
         S, N = num_samples, x.shape[0]
         f = jnp.broadcast_to(x, (S,) + x.shape).reshape(S * N, -1)
@@ -831,11 +859,9 @@ class DeepGP(nnx.Module):
         return sum(layer.kl() for layer in self.layers)
 
     def elbo(self, x, y, key, num_samples: int = 1):
-        """Unbiased estimate of the bound (eq. dgp-elbo) from a minibatch x (B, D), y (B, P).
-
-        The rows go through all the layers in chunks (`sum_rows`), each chunk's gradient taken as
-        it is computed; the samples are those of `propagate` with the same key.
-        """
+        """Unbiased estimate of the bound (eq. dgp-elbo) from a minibatch x (B, D), y (B, P). The
+        rows go through all the layers in chunks (`sum_rows`), each chunk's gradient taken as it
+        is computed; the samples are those of `propagate` with the same key."""
         y = self._check_y(y, x)
         x = self._check_x(x)
         S, N = num_samples, x.shape[0]
@@ -850,17 +876,7 @@ class DeepGP(nnx.Module):
         ]
         layers = tuple(self.layers)
         likelihood, likelihood_state = nnx.split(self.likelihood)
-
-        def rows(params, chunk):  # E[log p(y_i | f_i^L)] for a chunk of rows, summed per row
-            ops, state = params
-            f, yc, eps = chunk
-            for layer, o, e in zip(layers[:-1], ops[:-1], eps):
-                mean, var = layer.marginals(o, f)
-                f = mean + jnp.sqrt(var) * e
-            mean, var = layers[-1].marginals(ops[-1], f)
-            expected = nnx.merge(likelihood, state).variational_expectations(mean, var, yc)
-            return jnp.sum(expected.reshape(len(f), -1), 1)  # (n, P), or (n,) for robust-max
-
+        rows = _expected_log_likelihood_rows(layers, likelihood)
         params = ([layer.operators() for layer in layers], likelihood_state)
         chunk = min(layer.rows_per_chunk(x.dtype) for layer in layers)
         data_term = sum_rows(rows, params, (rep(x), rep(y), noise), chunk) / S
@@ -886,8 +902,6 @@ class DeepGP(nnx.Module):
 @checks(x=Array(ndim=2), num_inducing=Int(1), seed=Int(0))
 def kmeans_inducing(x, num_inducing: int, seed: int = 0):
     """Initial inducing inputs: k-means centres of x (N, D) (Section 6); all of x if N <= M."""
-    from scipy.cluster.vq import kmeans2
-
     x = np.asarray(x)
     if len(x) <= num_inducing:
         return x.copy()
@@ -912,6 +926,7 @@ def linear_mean_matrix(x, width: int):
     return np.concatenate([np.eye(D), np.zeros((D, width - D))], 1)
 
 
+# %% book/dgp.md
 @checks(
     x=Array(ndim=2),
     y=Array(),
@@ -959,14 +974,11 @@ def build_dgp(
     y = np.asarray(y)
     if len(x) != len(y):
         raise ValueError(f"x and y must have the same number of rows, got {len(x)} and {len(y)}")
-    if num_layers < 1:
-        raise ValueError(f"num_layers must be at least 1, got {num_layers}")
-    dtype = x.dtype
+    dtype = x.dtype  # (the contract above refuses num_layers < 1)
     if dtype == np.float64 and not jax.config.jax_enable_x64:
         raise ValueError(
             "x is float64 but JAX is in 32-bit mode: call jax.config.update('jax_enable_x64', "
-            "True) "
-            "first, or pass float32 arrays for a float32 model"
+            "True) first, or pass float32 arrays for a float32 model"
         )
     N, D = x.shape
     likelihood = Gaussian(likelihood_variance, dtype) if likelihood is None else likelihood
@@ -977,33 +989,13 @@ def build_dgp(
     layers, x_run, z_run, d_in = [], x, Z, D
     for _ in range(num_layers - 1):
         W = linear_mean_matrix(x_run, width).astype(dtype)
-        kern = RBF(
-            d_in,
-            lengthscale,
-            kernel_variance,
-            dtype,
-            batch=width if per_output_kernels else None,
-            ard=ard,
-        )
-        layer = SVGPLayer(
-            kern,
-            z_run,
-            width,
-            W,
-            whiten=whiten,
-            q_sqrt_scale=inner_q_sqrt_scale,
-            noise_variance=inner_noise,
-        )
-        layers.append(layer)
+        batch = width if per_output_kernels else None
+        kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=batch, ard=ard)
+        inner = dict(q_sqrt_scale=inner_q_sqrt_scale, noise_variance=inner_noise)
+        layers.append(SVGPLayer(kern, z_run, width, W, whiten=whiten, **inner))
         x_run, z_run, d_in = x_run @ W, z_run @ W, width
-    kern = RBF(
-        d_in,
-        lengthscale,
-        kernel_variance,
-        dtype,
-        batch=num_outputs if per_output_kernels else None,
-        ard=ard,
-    )
+    batch = num_outputs if per_output_kernels else None
+    kern = RBF(d_in, lengthscale, kernel_variance, dtype, batch=batch, ard=ard)
     layers.append(SVGPLayer(kern, z_run, num_outputs, None, whiten=whiten))
     return DeepGP(layers, likelihood, num_data=N)
 
@@ -1059,6 +1051,7 @@ def step_compiler_options(dtype) -> dict | None:
     return dict(options) if _compiles_with(options) else None
 
 
+# %% book/dgp.md
 @checks(
     model=Instance(DeepGP),
     x=Array(ndim=2),
@@ -1099,10 +1092,6 @@ def train_dgp(
     (or on disk as np.memmap, for data larger than memory) and each minibatch is read from them.
     mesh: the devices to train on (see lib.toolkit.fit; "auto": all of them).
     """
-    import optax
-
-    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
-
     if not stream:
         x, y = jnp.asarray(x), jnp.asarray(y)
     N = x.shape[0]
@@ -1120,8 +1109,7 @@ def train_dgp(
         data = minibatches((x, y), batch_size, key=jax.random.fold_in(key, 1), stream=stream)
     hint = (
         "a Cholesky factorisation probably failed: standardise the data, or raise the layer's "
-        "jitter "
-        "or lower the learning rate"
+        "jitter or lower the learning rate"
     )
     result = fit(
         nnx_step(graphdef, tx, loss_fn),
@@ -1141,6 +1129,7 @@ def train_dgp(
     return nnx_model(graphdef, result.state), result.history
 
 
+# %% book/dgp.md
 @checks(
     model=Instance(DeepGP),
     std=Instance(Standardizer),
@@ -1202,6 +1191,7 @@ UCI_MODELS = {
 }
 
 
+# %% book/dgp.md
 @checks(
     name=OneOf(*UCI_DATASETS),
     model=OneOf(*UCI_MODELS),
@@ -1236,10 +1226,6 @@ def run_uci_model(
 
     checkpoint_dir: where training checkpoints and resumes (see train_dgp); the row's train_seconds
     is then the time of this call's part of the training."""
-    import time
-
-    from lib.data import load_uci
-
     if model not in UCI_MODELS:
         raise ValueError(f"model must be one of {list(UCI_MODELS)}, got {model!r}")
     jax.config.update("jax_enable_x64", True)  # the experiments run in float64, as the paper's
@@ -1286,10 +1272,6 @@ def gradient_step(
     `FlatStep`; compiler_options "default": `step_compiler_options` of x's dtype, else the XLA
     options given, None for none): (step, leaves, batch, key) with
     step(leaves, batch, key) -> (leaves, metrics) (Section 10)."""
-    import optax
-
-    from lib.toolkit import FlatStep, nnx_step, nnx_train_state
-
     tx = optax.adam(0.01)
     graphdef, state = nnx_train_state(model, tx)
     step = FlatStep(
@@ -1306,8 +1288,6 @@ def gradient_step(
 def time_gradient_step(model: DeepGP, x, y, *, repeats: int = 20, num_samples: int = 1) -> float:
     """Median seconds of one jitted gradient step of the bound on the batch x, y (Section 10),
     called as `fit` calls it in `train_dgp` (`FlatStep.at`: the key derived inside the step)."""
-    import time
-
     step, state, batch, key = gradient_step(model, x, y, num_samples=num_samples)
     state, _ = step.at(state, batch, key, 0)
     jax.block_until_ready(state)
@@ -1376,8 +1356,6 @@ def evaluate_classifier(
 @checks(split=OneOf("train", "test"))
 def mnist_flat(split: str, data_dir=None):
     """MNIST as (N, 784) pixels in [0, 1] (float64) and (N, 1) labels."""
-    from lib.data import load_mnist
-
     images, labels = load_mnist(split, data_dir)
     return images.reshape(len(images), -1) / 255.0, labels.reshape(-1, 1).astype(np.int32)
 

@@ -73,6 +73,7 @@ def log_odds_of_mean(x, eps: float = 1e-3) -> jax.Array:
     return jnp.log(m / (1 - m))
 
 
+# %% book/partition.md
 class RBM(nnx.Module):
     """Binary RBM with E(v, h) = -v'W h - c'h - b'v, W of shape (n_visible, n_hidden).
 
@@ -510,6 +511,7 @@ def check_ais_betas(betas) -> jax.Array:
     return jnp.asarray(b, jnp.float32)
 
 
+# %% book/partition.md
 @checks(rbm=Instance(RBM), key=Key(), base_bias=Maybe(Array(ndim=1)), n_runs=Int(2))
 def ais_log_z(rbm: RBM, key, *, base_bias=None, betas=None, n_runs: int = 100) -> AISResult:
     """log Z by AIS from the base-rate model exp(base_bias'v) (eq. pt-ais); base_bias defaults to
@@ -553,6 +555,7 @@ def _sml_loss(params, graphdef, v_data, v_model):
     return jnp.mean(rbm.free_energy(v_data)) - jnp.mean(rbm.free_energy(v_model))
 
 
+# %% book/partition.md
 def sml_pt_step(
     graphdef,
     state: SMLState,
@@ -612,6 +615,7 @@ def sml_pt_step(
     return SMLState(params, v, v @ rbm.b[...] + g_self, tracker), record
 
 
+# %% book/partition.md
 @partial(
     jax.jit,
     static_argnames=(
@@ -684,6 +688,7 @@ def init_sml_state(rbm: RBM, betas, n_chains: int, key, *, init_var: float = 1.0
     )
 
 
+# %% book/partition.md
 def _check_finite_state(state: SMLState, t: int, n: int, lr, alpha) -> None:
     """Raise NonFiniteError naming the first non-finite quantity (parameters, particles,
     tracker)."""
@@ -709,6 +714,7 @@ def _check_finite_state(state: SMLState, t: int, n: int, lr, alpha) -> None:
             )
 
 
+# %% book/partition.md
 @checks(
     rbm=Instance(RBM),
     key=Key(),
@@ -874,6 +880,7 @@ def train_sml_pt(
     return SMLResult(nnx.merge(graphdef, state.params, rest), state, history, evals, t)
 
 
+# %% book/partition.md
 @checks(rbm=Instance(RBM), key=Key(), steps=Int(1), repeats=Int(1))
 def time_sml_pt(rbm: RBM, x_train, key, *, steps: int = 1000, repeats: int = 2, **kwargs) -> dict:
     """Seconds per update of SML-PT alone and with the tracker: the best of `repeats` alternating
