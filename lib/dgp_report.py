@@ -123,7 +123,7 @@ _UCI_PARTS = {
         "energy-splits9-13",
         "energy-split19",
     ),
-    "wine-quality-red": ("wine-splits0-4",),
+    "wine-quality-red": ("wine-splits0-4", "wine-splits5-9"),
     "power-plant": (
         "power-split0",
         "power-split0-dgp3",
