@@ -3,13 +3,12 @@ grows.
 
     python benchmarks/nram_inference.py [--sizes 50 100 200 500 1000 2000] [--timesteps 40]
 
-The hand-written Copy circuit of the NRAM chapter (Section 3) runs one example on a tape of M cells
-in both machines (time_machines below: the fastest of the calls made in a quarter of a second,
-at least 5, after a compiling one). The
-discretised machine reads and writes one cell per access, O(1) in M up to the cost of carrying
-the tape; the fuzzy one reads and writes every cell with a probability (O(M) per access, and its
-gates on distributions over {0..M-1} cost O(M log M) to O(M^2)). Writes
-results/benchmarks/nram-inference.json.
+The hand-written Copy circuit of the NRAM chapter (Section 2) runs one example on a tape of M cells
+in both machines (time_machines below: the fastest of the calls made in a quarter of a second, at
+least 5, after a compiling one). The discretised machine reads and writes one cell per access,
+O(1) in M up to the cost of carrying the tape; the fuzzy one reads and writes every cell with a
+probability (O(M) per access, and its gates on distributions over {0..M-1} cost O(M log M) to
+O(M^2)). Writes results/benchmarks/nram-inference.json; the chapter's Section 7 reads it.
 """
 
 from __future__ import annotations
