@@ -3,7 +3,7 @@ grows.
 
     python benchmarks/nram_inference.py [--sizes 50 100 200 500 1000 2000] [--timesteps 40]
 
-The hand-written Copy circuit of the NRAM chapter (Section 2) runs one example on a tape of M cells
+The hand-written Copy circuit of the NRAM chapter (Section 1) runs one example on a tape of M cells
 in both machines (time_machines below: the fastest of the calls made in a quarter of a second, at
 least 5, after a compiling one). The discretised machine reads and writes one cell per access,
 O(1) in M up to the cost of carrying the tape; the fuzzy one reads and writes every cell with a
