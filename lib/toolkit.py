@@ -1271,50 +1271,13 @@ __all__ = [
 
 
 # %% book/toolkit.md
-_MOVED_TO_RECORD = {
-    "Claim",
-    "DIRECTIONS",
-    "EXPERIMENTS",
-    "Experiment",
-    "FOOTNOTE",
-    "PAPERS",
-    "SELECTORS",
-    "STATUSES",
-    "ScorecardTable",
-    "Table",
-    "all_claims",
-    "check_claims",
-    "check_settings",
-    "compare_to_preset",
-    "default_results_dir",
-    "device_name",
-    "evaluate",
-    "experiment",
-    "experiment_list",
-    "glue",
-    "load_results",
-    "main",
-    "project_root",
-    "provenance",
-    "read_key_path",
-    "require_results",
-    "results_root",
-    "run_experiment",
-    "run_kind",
-    "run_mnist_softmax",
-    "run_unit",
-    "scorecard",
-    "scorecard_counts",
-    "scorecard_main",
-    "where_run",
-}
-
-
 def __getattr__(name: str):
-    if name in _MOVED_TO_RECORD:
-        import warnings
+    if name.startswith("_"):  # dunders that tools probe for: never the record's
+        raise AttributeError(f"module 'lib.toolkit' has no attribute {name!r}")
+    import lib.record  # on demand only: lib.toolkit does not import the record
 
-        import lib.record
+    if name in lib.record.__all__:
+        import warnings
 
         warnings.warn(
             f"lib.toolkit.{name} moved to lib.record.{name}", DeprecationWarning, stacklevel=2
