@@ -186,3 +186,20 @@ def test_references_are_labelled_by_author_and_year():
     assert len(labels) >= 20, labels
     bad = [lab for lab in labels if not re.fullmatch(r"\D+ (\d{4})[a-z]?", lab)]
     assert not bad, bad
+
+
+def test_equation_numbers_are_per_section_and_never_an_integer():
+    """Every numbered display reads "(section.k)" (tools/eqnumbers.py), on the page and in every
+    reference, so that none can be taken for a paper's "(15)"; each page counts from its own
+    sections."""
+    numbers = {}
+    for page in sorted((HTML / "book").glob("*.html")):
+        text = page.read_text()
+        shown = re.findall(r'<span class="eqno">\((.*?)\)', text)
+        cited = re.findall(r'href="[^"]*#equation-[^"]*">\((.*?)\)</a>', text)
+        bad = [n for n in shown + cited if not re.fullmatch(r"\d+\.\d+", n)]
+        assert not bad, f"{page.name}: equation numbers {bad}"
+        if shown:
+            numbers[page.stem] = shown
+    assert {"darn", "partition", "ebp", "nram", "dgp"} <= set(numbers), sorted(numbers)
+    assert all(shown[0] == "1.1" for shown in numbers.values()), numbers
