@@ -23,7 +23,9 @@ import numpy as np
 from flax import nnx
 
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, OneOf
-from lib.toolkit import Progress, check_array, checks
+from lib.toolkit import constructor_signatures
+from lib.toolkit import Progress, add_to_class, check_array, checks, fit, minibatches
+from lib.toolkit import nnx_model, nnx_step, nnx_train_state, restore_checkpoint, save_checkpoint
 
 
 # %% book/darn.md
@@ -164,6 +166,16 @@ def _module_list(modules):
     return nnx.List(modules) if hasattr(nnx, "List") else list(modules)
 
 
+def _conditionals(sizes, input_sizes, hidden: int, autoregressive, *, rngs, dtype):
+    """One ConditionalBernoulli per (size, input size, autoregressive), as a list of modules."""
+    return _module_list(
+        [
+            ConditionalBernoulli(n, n_in, hidden, autoregressive=ar, rngs=rngs, dtype=dtype)
+            for n, n_in, ar in zip(sizes, input_sizes, autoregressive)
+        ]
+    )
+
+
 # %% book/darn.md
 class DARN(nnx.Module):
     """Deep AutoRegressive Network (Section 2): encoder q(h | x), autoregressive prior p(h^(L)),
@@ -204,31 +216,16 @@ class DARN(nnx.Module):
         dec_in = [sum(s[l + 1 :]) if skip_connections else s[l + 1] for l in range(L)]
         enc_in = [sum(s[:k]) if skip_connections else s[k - 1] for k in range(1, L + 1)]
         self.prior = AutoregressiveBernoulli(s[L], 0, autoregressive=True, rngs=rngs, dtype=dtype)
-        self.decoder = _module_list(
-            [
-                ConditionalBernoulli(
-                    s[l],
-                    dec_in[l],
-                    n_deterministic,
-                    autoregressive=(l > 0 or autoregressive_visible),
-                    rngs=rngs,
-                    dtype=dtype,
-                )
-                for l in range(L)
-            ]
+        self.decoder = _conditionals(
+            s[:L],
+            dec_in,
+            n_deterministic,
+            [l > 0 or autoregressive_visible for l in range(L)],
+            rngs=rngs,
+            dtype=dtype,
         )
-        self.encoder = _module_list(
-            [
-                ConditionalBernoulli(
-                    s[k],
-                    enc_in[k - 1],
-                    n_deterministic,
-                    autoregressive=autoregressive_encoder,
-                    rngs=rngs,
-                    dtype=dtype,
-                )
-                for k in range(1, L + 1)
-            ]
+        self.encoder = _conditionals(
+            s[1:], enc_in, n_deterministic, [autoregressive_encoder] * L, rngs=rngs, dtype=dtype
         )
 
     @property
@@ -242,6 +239,10 @@ class DARN(nnx.Module):
     def _encoder_inputs(self, h, k):
         return jnp.concatenate(h[:k], -1) if self.skip_connections else h[k - 1]
 
+
+# %% book/darn.md
+@add_to_class(DARN)
+class _DARNDistributions:
     def check_x(self, x, name: str = "x"):
         """x must be binary, finite, of shape (..., n_visible); returned as an array of the model's
         dtype."""
@@ -299,6 +300,10 @@ class DARN(nnx.Module):
         """log p(x, h)."""
         return self.log_prior(hs) + self.log_likelihood(x, hs)
 
+
+# %% book/darn.md
+@add_to_class(DARN)
+class _DARNCoding:
     def description_length(self, x, key, *, pathwise: bool = True):
         """One-sample estimate of the expected description length (eq. 15), in nats, per example:
         log q(h | x) - log p(x, h) with h ~ q(h | x). pathwise: the gradient of Appendix A (Section
@@ -648,21 +653,53 @@ OPTIMIZERS = {
 
 
 # %% book/darn.md
-@checks(
-    target=Instance(nnx.Module),
-    loss_fn=Function(),
-    x_train=Array(ndim=2),
+_LOOP_CONTRACTS = dict(
     steps=Int(1),
     batch_size=Int(1),
     learning_rate=Float(0, low_open=True),
     optimizer=OneOf(*OPTIMIZERS),
-    valid_fn=Maybe(Function()),
     eval_every=Int(1),
     patience=Maybe(Int(1)),
     seed=Int(0),
     progress=Bool(),
     log_every=Int(1),
     checkpoint_every=Int(1),
+)
+
+
+def _restore_validated(directory: Path, state):
+    """(step, history, state, best) from the latest checkpoint in directory, or None; best is
+    (score, step, state) of the best validation so far."""
+    restored = restore_checkpoint(directory, {"state": state, "best": state})
+    if restored is None:
+        return None
+    t, trees, extra = restored
+    score = math.inf if extra["best_valid"] is None else extra["best_valid"]
+    return t, extra["history"], trees["state"], (score, extra["best_step"], trees["best"])
+
+
+def _save_validated(directory: Path, t: int, state, best, history: dict, stopped: bool):
+    """Checkpoint a run with validation at step t (see _restore_validated)."""
+    extra = {
+        "history": {**history, "stopped": stopped},
+        "best_step": best[1],
+        "best_valid": best[0] if math.isfinite(best[0]) else None,
+    }
+    save_checkpoint(directory, t, {"state": state, "best": best[2]}, extra)
+
+
+def _patience_spent(scores: list, patience: int | None) -> bool:
+    """Whether the last `patience` validation scores brought no improvement on the best."""
+    return patience is not None and len(scores) - 1 - int(np.argmin(scores)) >= patience
+
+
+# %% book/darn.md
+@checks(
+    target=Instance(nnx.Module),
+    loss_fn=Function(),
+    x_train=Array(ndim=2),
+    valid_fn=Maybe(Function()),
+    **_LOOP_CONTRACTS,
 )
 def fit_with_validation(
     target: nnx.Module,
@@ -693,51 +730,26 @@ def fit_with_validation(
     checkpoint_dir: checkpoint every `checkpoint_every` steps and after each validation there, and
     resume from the latest checkpoint found there (the result is that of an uninterrupted run).
     """
-    from lib.toolkit import fit, minibatches, nnx_model, nnx_step, nnx_train_state
-    from lib.toolkit import restore_checkpoint, save_checkpoint
-
     if batch_size > len(x_train):
         raise ValueError(
             f"batch_size ({batch_size}) must not exceed the {len(x_train)} rows of x_train"
         )
     tx = OPTIMIZERS[optimizer](learning_rate)
     graphdef, state = nnx_train_state(target, tx)
-    step = nnx_step(graphdef, tx, loss_fn)
-    key = jax.random.key(seed)
+    step, key = nnx_step(graphdef, tx, loss_fn), jax.random.key(seed)
     data = minibatches(x_train, batch_size, key=jax.random.fold_in(key, 1))
     history, best, t = {"valid_step": [], "valid": []}, (math.inf, steps, state), 0
     every = eval_every if valid_fn is not None else steps
-    steps_dir = None
-    if (
-        checkpoint_dir is not None
-    ):  # "validated": the state after each validation; "steps": fit's, in between
+    validated = steps_dir = None  # the state after each validation; fit's, in between
+    if checkpoint_dir is not None:
         validated, steps_dir = Path(checkpoint_dir) / "validated", Path(checkpoint_dir) / "steps"
-        restored = restore_checkpoint(validated, {"state": state, "best": state})
-        if restored is not None:
-            t, trees, extra = restored
-            history, state = extra["history"], trees["state"]
-            best = (
-                math.inf if extra["best_valid"] is None else extra["best_valid"],
-                extra["best_step"],
-                trees["best"],
-            )
-    stopped = bool(history.get("stopped", False))
-    history.pop("stopped", None)
+        restored = _restore_validated(validated, state)
+        t, history, state, best = restored or (t, history, state, best)
+    stopped = bool(history.pop("stopped", False))
+    loop = dict(desc=desc, progress=progress, log_every=log_every, stop_after=every)
+    loop |= dict(checkpoint_dir=steps_dir, checkpoint_every=checkpoint_every)
     while t < steps and not stopped:
-        result = fit(
-            step,
-            state,
-            data,
-            steps,
-            key=key,
-            first_step=t,
-            stop_after=every,
-            progress=progress,
-            log_every=log_every,
-            desc=desc,
-            checkpoint_dir=steps_dir,
-            checkpoint_every=checkpoint_every,
-        )
+        result = fit(step, state, data, steps, key=key, first_step=t, **loop)
         for name, values in result.history.items():
             history.setdefault(name, []).extend(values.tolist())
         state, t = result.state, min(t + every, steps)
@@ -745,47 +757,23 @@ def fit_with_validation(
             valid = float(valid_fn(nnx_model(graphdef, state)))
             history["valid_step"].append(t)
             history["valid"].append(valid)
-            if valid < best[0]:
-                best = (valid, t, state)
-            if (
-                patience is not None
-                and len(history["valid"]) - 1 - int(np.argmin(history["valid"])) >= patience
-            ):
-                stopped = True
-        if checkpoint_dir is not None:
-            save_checkpoint(
-                validated,
-                t,
-                {"state": state, "best": best[2]},
-                {
-                    "history": {**history, "stopped": stopped},
-                    "best_step": best[1],
-                    "best_valid": best[0] if math.isfinite(best[0]) else None,
-                },
-            )
+            best = (valid, t, state) if valid < best[0] else best
+            stopped = _patience_spent(history["valid"], patience)
+        if validated is not None:
+            _save_validated(validated, t, state, best, history, stopped)
     history["best_step"] = best[1]
-    return nnx_model(graphdef, best[2] if valid_fn is not None else state), {
-        k: np.asarray(v) for k, v in history.items()
-    }
+    model = nnx_model(graphdef, best[2] if valid_fn is not None else state)
+    return model, {k: np.asarray(v) for k, v in history.items()}
 
 
 # %% book/darn.md
 @checks(
     model=Instance(DARN),
-    steps=Int(1),
-    batch_size=Int(1),
-    learning_rate=Float(0, low_open=True),
-    optimizer=OneOf(*OPTIMIZERS),
     estimator=OneOf("darn", "reinforce"),
-    eval_every=Int(1),
-    patience=Maybe(Int(1)),
     sparsity_target=Maybe(Float(0, 1, low_open=True, high_open=True)),
     sparsity_weight=Float(0),
     valid_samples=Int(1),
-    seed=Int(0),
-    progress=Bool(),
-    log_every=Int(1),
-    checkpoint_every=Int(1),
+    **_LOOP_CONTRACTS,
 )
 def train_darn(
     model: DARN,
@@ -818,37 +806,25 @@ def train_darn(
     checkpoint_dir, checkpoint_every: checkpoint there and resume from it (see fit_with_validation).
     """
     x_train = model.check_x(x_train, "x_train")
-    if not (isinstance(valid_samples, int) and valid_samples >= 1):
-        raise ValueError(f"valid_samples must be a positive integer, got {valid_samples!r}")
-    if sparsity_weight and not (
-        sparsity_target is not None and 0 < sparsity_target < 1 and estimator == "darn"
-    ):
+    if sparsity_weight and not (sparsity_target is not None and estimator == "darn"):
         raise ValueError(
             "a sparsity penalty needs sparsity_target in (0, 1) and estimator 'darn', got "
             f"sparsity_target={sparsity_target!r}, estimator={estimator!r}"
         )
-    losses = {
-        "darn": partial(
-            darn_loss, sparsity_target=sparsity_target, sparsity_weight=sparsity_weight
-        ),
-        "reinforce": reinforce_loss,
-    }
-    if estimator not in losses:
-        raise ValueError(f"estimator must be one of {sorted(losses)}, got {estimator!r}")
+    sparsity = dict(sparsity_target=sparsity_target, sparsity_weight=sparsity_weight)
+    loss = partial(darn_loss, **sparsity) if estimator == "darn" else reinforce_loss
     target = model if estimator == "darn" else Reinforce(model, rngs=nnx.Rngs(seed))
-    unwrap = (lambda m: m) if estimator == "darn" else (lambda m: m.model)
+    unwrap = (lambda m: m) if estimator == "darn" else (lambda m: m.model)  # noqa: E731
     valid_fn = None
     if x_valid is not None:
-        x_valid = model.check_x(x_valid, "x_valid")
-        valid_fn = lambda m: mean_description_length(
-            unwrap(m),
-            x_valid,
-            jax.random.key(seed + 1),  # noqa: E731
-            num_samples=valid_samples,
-        )
+        x_valid, valid_key = model.check_x(x_valid, "x_valid"), jax.random.key(seed + 1)
+
+        def valid_fn(m):
+            return mean_description_length(unwrap(m), x_valid, valid_key, num_samples=valid_samples)
+
     trained, history = fit_with_validation(
         target,
-        losses[estimator],
+        loss,
         x_train,
         steps=steps,
         batch_size=batch_size,
@@ -1126,3 +1102,4 @@ __all__ = [
     "split_layers",
     "strictly_lower",
 ]
+constructor_signatures(globals())  # help() and inspect.signature show __init__'s parameters

@@ -29,8 +29,9 @@ from scipy.cluster.vq import kmeans2
 
 from lib.data import load_mnist, load_uci
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf
+from lib.toolkit import constructor_signatures
 from lib.toolkit import FlatStep, check_array, checks, fit, minibatches, nnx_model, nnx_step
-from lib.toolkit import nnx_train_state
+from lib.toolkit import add_to_class, nnx_train_state
 
 
 # %% book/dgp.md
@@ -557,6 +558,16 @@ class SVGPLayer(nnx.Module):
             else x @ self.mean_W[...]
         )
 
+    def kl(self):
+        """KL[q(u) || p(u)] summed over the layer's outputs (eq. dgp-kl)."""
+        if self.whiten:
+            return gauss_kl(self.q_mu[...], self.q_sqrt[...])
+        return gauss_kl(self.q_mu[...], self.q_sqrt[...], *self._factors())
+
+
+# %% book/dgp.md
+@add_to_class(SVGPLayer)
+class _SVGPMarginals:
     def operators(self) -> dict:
         """What the marginals of any rows need, computed once: T and B of eq. dgp-quadform (the
         O(M^3) part: the Cholesky factor, its inverse) and the parameters read per row, as a dict
@@ -597,12 +608,6 @@ class SVGPLayer(nnx.Module):
         dgp-marginals)."""
         ops = self.operators()
         return map_rows(lambda xc: self.marginals(ops, xc), x, self.rows_per_chunk(x.dtype))
-
-    def kl(self):
-        """KL[q(u) || p(u)] summed over the layer's outputs (eq. dgp-kl)."""
-        if self.whiten:
-            return gauss_kl(self.q_mu[...], self.q_sqrt[...])
-        return gauss_kl(self.q_mu[...], self.q_sqrt[...], *self._factors())
 
 
 # %% book/dgp.md
@@ -1399,3 +1404,4 @@ __all__ = [
     "softplus_inverse",
     "step_compiler_options",
 ]
+constructor_signatures(globals())  # help() and inspect.signature show __init__'s parameters

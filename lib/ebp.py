@@ -21,6 +21,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr
 
 from lib.toolkit import Array, Float, Function, Instance, Int, Key, Maybe, NonFiniteError, OneOf
+from lib.toolkit import constructor_signatures
 from lib.toolkit import Bool, Progress, checks
 from lib.toolkit import check_array, restore_checkpoint, save_checkpoint
 
@@ -725,3 +726,4 @@ __all__ = [
     "check_labels",
     "sparse_batches",
 ]
+constructor_signatures(globals())  # help() and inspect.signature show __init__'s parameters

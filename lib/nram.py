@@ -32,7 +32,7 @@ from lib.toolkit import (
     restore_checkpoint,
 )
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, checks
-from lib.toolkit import save_checkpoint
+from lib.toolkit import constructor_signatures, save_checkpoint
 
 
 # %% book/nram.md
@@ -1814,3 +1814,4 @@ __all__ = [
     "controller_policy",
     "scaled_size",
 ]
+constructor_signatures(globals())  # help() and inspect.signature show __init__'s parameters

@@ -11,6 +11,7 @@ experiments and the claims are lib.partition_report.
 # %% book/partition.md
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from functools import partial
@@ -23,7 +24,8 @@ from flax import nnx
 from scipy.special import erfc, erfcinv
 
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe, NonFiniteError
-from lib.toolkit import OneOf, checks
+from lib.toolkit import constructor_signatures
+from lib.toolkit import OneOf, add_to_class, checks
 from lib.toolkit import check_array, restore_checkpoint, save_checkpoint
 from lib.toolkit import Progress
 
@@ -95,8 +97,6 @@ class RBM(nnx.Module):
         visible_bias=None,
         dtype=jnp.float32,
     ):
-        if n_visible < 1 or n_hidden < 1:
-            raise ValueError(f"an RBM needs n_visible, n_hidden >= 1, got {n_visible}, {n_hidden}")
         self.W = nnx.Param(
             init_scale * jax.random.normal(rngs.params(), (n_visible, n_hidden), dtype)
         )
@@ -141,6 +141,14 @@ class RBM(nnx.Module):
         """zeta_M = log Z at beta = 0 = sum_i softplus(b_i) + n_hidden log 2  (eq. pt-base)."""
         return jnp.sum(softplus(self.b[...])) + self.n_hidden * math.log(2.0)
 
+    def log_prob(self, v, log_z):
+        """log p(v) = -F(v) - log Z, given log Z."""
+        return -self.free_energy(v) - log_z
+
+
+# %% book/partition.md
+@add_to_class(RBM)
+class _RBMSampling:
     def sample_hidden(self, a, key, beta=1.0):
         """h ~ p_beta(h | v) = Bernoulli(sigmoid(beta a)), given a = a(v)."""
         beta = jnp.asarray(beta)[..., None]
@@ -166,10 +174,6 @@ class RBM(nnx.Module):
         a = self.hidden_input(v)
         (v, a), _ = jax.lax.scan(sweep, (v, a), jax.random.split(key, steps))
         return v, a
-
-    def log_prob(self, v, log_z):
-        """log p(v) = -F(v) - log Z, given log Z."""
-        return -self.free_energy(v) - log_z
 
 
 # %% book/partition.md
@@ -715,7 +719,101 @@ def _check_finite_state(state: SMLState, t: int, n: int, lr, alpha) -> None:
 
 
 # %% book/partition.md
-@checks(
+@dataclasses.dataclass
+class _SMLRun:
+    """Where a train_sml_pt run stands: its state and temperatures, step t and seconds of
+    training, the per-step records of its chunks, its evaluations, the best evaluation (valid_ll,
+    step, params) and the evaluations since, whether it stopped early, its last checkpoint."""
+
+    state: SMLState
+    betas: jax.Array
+    t: int
+    best: tuple
+    seconds: float = 0.0
+    chunks: list = dataclasses.field(default_factory=list)
+    evals: list = dataclasses.field(default_factory=list)
+    since_best: int = 0
+    stopped: bool = False
+
+    def __post_init__(self):
+        self.saved_at = self.t
+
+    @classmethod
+    def begin(cls, rbm: RBM, state, betas, n_chains: int, key, start: int, directory):
+        """A run at step `start` from state (None: fresh chains), or from the latest checkpoint
+        in directory."""
+        if state is None:
+            state = init_sml_state(rbm, betas, n_chains, jax.random.fold_in(key, 2**31 - 1))
+        run = cls(state, betas, start, best=(-np.inf, start, state.params))
+        if directory is not None:
+            run.restore(directory)
+        return run
+
+    def advance(self, chunk, n: int) -> None:
+        """n updates by chunk(state, t, betas, n) -> (state, record), timed."""
+        began = time.perf_counter()
+        self.state, record = chunk(self.state, self.t, self.betas, n)
+        jax.block_until_ready(self.state)
+        self.seconds += time.perf_counter() - began
+        self.t += n
+        self.chunks.append(jax.tree.map(np.asarray, record))
+
+    def evaluate(self, model: RBM, track: bool, x_valid, evaluate) -> dict:
+        """The evaluation row at step t (tracked log Z, validation likelihood, evaluate's)."""
+        row, tracker = {"step": self.t, "seconds": self.seconds}, self.state.tracker
+        if track:
+            row.update(log_z=float(tracker.mean[0]), log_z_sd=float(np.sqrt(tracker.cov[0, 0])))
+        if x_valid is not None and track:
+            row["valid_ll"] = float(-jnp.mean(model.free_energy(x_valid))) - row["log_z"]
+        if evaluate is not None:
+            row.update(evaluate(model, self.state, self.t))
+        self.evals.append(row)
+        return row
+
+    def note_valid(self, valid_ll: float, patience: int) -> None:
+        """Early stopping: keep the best parameters; stop after `patience` evaluations without."""
+        if valid_ll > self.best[0]:
+            self.best, self.since_best = (valid_ll, self.t, self.state.params), 0
+        else:
+            self.since_best += 1
+            self.stopped = self.since_best >= patience
+
+    def history(self) -> dict:
+        """The per-step records of all chunks so far, concatenated."""
+        return {k: np.concatenate([c[k] for c in self.chunks]) for k in self.chunks[0]}
+
+
+# %% book/partition.md
+@add_to_class(_SMLRun)
+class _SMLRunCheckpoint:
+    def save(self, directory) -> None:
+        """Checkpoint everything at step t."""
+        self.saved_at, self.chunks = self.t, [self.history()]
+        extra = dict(seconds=self.seconds, evals=self.evals, stopped=self.stopped)
+        extra |= dict(best_step=self.best[1], since_best=self.since_best)
+        extra |= dict(best_ll=self.best[0] if np.isfinite(self.best[0]) else None)
+        extra["betas"] = [float(b) for b in np.asarray(self.betas)]
+        trees = {"state": self.state, "best": self.best[2]}
+        save_checkpoint(directory, self.t, trees, extra, arrays=self.chunks[0])
+
+    def restore(self, directory) -> None:
+        """Go on from the latest checkpoint in directory, if there is one."""
+        restored = restore_checkpoint(directory, {"state": self.state, "best": self.best[2]})
+        if restored is None:
+            return
+        self.saved_at, trees, extra = restored
+        self.t, self.state, self.chunks = self.saved_at, trees["state"], [extra["arrays"]]
+        self.seconds, self.evals, self.stopped = extra["seconds"], extra["evals"], extra["stopped"]
+        best_ll = -np.inf if extra["best_ll"] is None else extra["best_ll"]
+        self.best, self.since_best = (
+            (best_ll, extra["best_step"], trees["best"]),
+            extra["since_best"],
+        )
+        self.betas = check_betas(extra["betas"]) if "betas" in extra else self.betas
+
+
+# %% book/partition.md
+_SML_PT_CONTRACTS = dict(
     rbm=Instance(RBM),
     key=Key(),
     steps=Int(1),
@@ -735,6 +833,10 @@ def _check_finite_state(state: SMLState, t: int, n: int, lr, alpha) -> None:
     adapt_step=Float(0, 1, low_open=True),
     progress=Bool(),
 )
+
+
+# %% book/partition.md
+@checks(**_SML_PT_CONTRACTS)
 def train_sml_pt(
     rbm: RBM,
     x_train,
@@ -761,8 +863,7 @@ def train_sml_pt(
     adapt_step: float = 0.5,
     progress: bool = True,
 ) -> SMLResult:
-    """Train `rbm` by SML with parallel tempering (M = len(betas) temperatures, n_chains each) and
-    track log Z.
+    """Train `rbm` by SML with parallel tempering (len(betas) temperatures), tracking log Z.
 
     Every `eval_every` updates: the tracked log Z and its sd are recorded; given x_valid, so is the
     tracked validation log-likelihood -mean F(x_valid) - zeta_1; evaluate(model, state, step) ->
@@ -778,8 +879,7 @@ def train_sml_pt(
     progress: report the updates done and the latest evaluation (toolkit `Progress`).
     """
     x_train = check_binary(x_train, "x_train", rbm.n_visible, jnp.uint8)
-    if x_valid is not None:
-        x_valid = check_binary(x_valid, "x_valid", rbm.n_visible)
+    x_valid = None if x_valid is None else check_binary(x_valid, "x_valid", rbm.n_visible)
     betas = linear_betas(10) if betas is None else check_betas(betas)
     if batch_size > x_train.shape[0]:
         raise ValueError(
@@ -788,96 +888,33 @@ def train_sml_pt(
     if patience is not None and (x_valid is None or not track):
         raise ValueError("early stopping (patience) needs x_valid and track=True")
     graphdef, _, rest = nnx.split(rbm, nnx.Param, ...)
-    if state is None:
-        state = init_sml_state(rbm, betas, n_chains, jax.random.fold_in(key, 2**31 - 1))
-    history, evals = [], []
-    best_ll, best_step, best_params, since_best = -np.inf, start, state.params, 0
-    seconds, t, saved_at, stopped = 0.0, start, start, False
-    if checkpoint_dir is not None:
-        restored = restore_checkpoint(checkpoint_dir, {"state": state, "best": best_params})
-        if restored is not None:
-            saved_at, trees, extra = restored
-            state, best_params = trees["state"], trees["best"]
-            t, seconds, evals, stopped = (
-                saved_at,
-                extra["seconds"],
-                extra["evals"],
-                extra["stopped"],
-            )
-            best_ll = -np.inf if extra["best_ll"] is None else extra["best_ll"]
-            best_step, since_best = extra["best_step"], extra["since_best"]
-            betas = check_betas(extra["betas"]) if "betas" in extra else betas
-            history = [extra["arrays"]]
-    report = Progress(steps, "SML-PT", initial=t - start, enabled=progress)
-    while t < start + steps and not stopped:
-        n = min(eval_every, start + steps - t)
-        began = time.perf_counter()
-        state, record = _sml_pt_chunk(
-            graphdef,
-            state,
-            t,
-            key,
-            x_train,
-            betas,
-            n,
-            lr,
-            alpha,
-            batch_size,
-            gibbs_steps,
-            track,
-            bias_var_scale,
-        )
-        jax.block_until_ready(state)
-        seconds += time.perf_counter() - began
-        t += n
-        history.append(jax.tree.map(np.asarray, record))
-        _check_finite_state(state, t, n, lr, alpha)
-        model = nnx.merge(graphdef, state.params, rest)
-        row = {"step": t, "seconds": seconds}
-        if track:
-            row.update(
-                log_z=float(state.tracker.mean[0]), log_z_sd=float(np.sqrt(state.tracker.cov[0, 0]))
-            )
-        if x_valid is not None and track:
-            row["valid_ll"] = float(-jnp.mean(model.free_energy(x_valid))) - row["log_z"]
-        if evaluate is not None:
-            row.update(evaluate(model, state, t))
+    run = _SMLRun.begin(rbm, state, betas, n_chains, key, start, checkpoint_dir)
+    end = start + steps
+    settings = (lr, alpha, batch_size, gibbs_steps, track, bias_var_scale)
+
+    def chunk(s, t, b, n):
+        return _sml_pt_chunk(graphdef, s, t, key, x_train, b, n, *settings)
+
+    report = Progress(steps, "SML-PT", initial=run.t - start, enabled=progress)
+    while run.t < end and not run.stopped:
+        n = min(eval_every, end - run.t)
+        run.advance(chunk, n)
+        _check_finite_state(run.state, run.t, n, lr, alpha)
+        row = run.evaluate(nnx.merge(graphdef, run.state.params, rest), track, x_valid, evaluate)
         if adapt:
-            betas = adapt_betas(betas, history[-1]["swap_rate"].mean(0), step=adapt_step)
-            row["betas"] = [round(float(b), 6) for b in np.asarray(betas)]
-        evals.append(row)
-        report.update(t - start, {k: v for k, v in row.items() if k in ("log_z", "valid_ll")})
+            run.betas = adapt_betas(run.betas, run.chunks[-1]["swap_rate"].mean(0), step=adapt_step)
+            row["betas"] = [round(float(b), 6) for b in np.asarray(run.betas)]
+        report.update(run.t - start, {k: v for k, v in row.items() if k in ("log_z", "valid_ll")})
         if patience is not None:
-            if row["valid_ll"] > best_ll:
-                best_ll, best_step, best_params, since_best = row["valid_ll"], t, state.params, 0
-            else:
-                since_best += 1
-                stopped = since_best >= patience
+            run.note_valid(row["valid_ll"], patience)
         if checkpoint_dir is not None and (
-            t - saved_at >= checkpoint_every or t >= start + steps or stopped
+            run.t - run.saved_at >= checkpoint_every or run.t >= end or run.stopped
         ):
-            saved_at = t
-            history = [{k: np.concatenate([h[k] for h in history]) for k in history[0]}]
-            save_checkpoint(
-                checkpoint_dir,
-                t,
-                {"state": state, "best": best_params},
-                {
-                    "seconds": seconds,
-                    "evals": evals,
-                    "stopped": stopped,
-                    "best_step": best_step,
-                    "betas": [float(b) for b in np.asarray(betas)],
-                    "best_ll": best_ll if np.isfinite(best_ll) else None,
-                    "since_best": since_best,
-                },
-                arrays=history[0],
-            )
+            run.save(checkpoint_dir)
     report.close()
-    history = {k: np.concatenate([h[k] for h in history]) for k in history[0]}
-    if patience is not None:
-        return SMLResult(nnx.merge(graphdef, best_params, rest), state, history, evals, best_step)
-    return SMLResult(nnx.merge(graphdef, state.params, rest), state, history, evals, t)
+    best = patience is not None
+    params, step = (run.best[2], run.best[1]) if best else (run.state.params, run.t)
+    return SMLResult(nnx.merge(graphdef, params, rest), run.state, run.history(), run.evals, step)
 
 
 # %% book/partition.md
@@ -987,3 +1024,4 @@ __all__ = [
     "check_betas",
     "check_ais_betas",
 ]
+constructor_signatures(globals())  # help() and inspect.signature show __init__'s parameters

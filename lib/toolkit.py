@@ -12,6 +12,7 @@ module does not import.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import re
@@ -89,6 +90,63 @@ def _lapack_threads_from_environment():
 
 
 _lapack_threads_from_environment()
+
+
+# %% book/toolkit.md
+def add_to_class(cls: type):
+    """Decorator of a class body: its methods (functions, properties, static and class methods)
+    become `cls`'s own, so that a long class can be written over several cells (d2l's
+    add_to_class, for a group of methods). A name `cls` itself defines raises TypeError; names an
+    earlier add_to_class added may be replaced. Returns the body unchanged."""
+
+    def add(body: type) -> type:
+        names = [  # dunder methods (__call__) too, not what every class has (__dict__)
+            n
+            for n, v in vars(body).items()
+            if not (n.startswith("__") and n.endswith("__")) or inspect.isfunction(v)
+        ]
+        added = set(vars(cls).get("_added_to_class", ()))
+        clash = [n for n in names if n in vars(cls) and n not in added]
+        if clash:
+            raise TypeError(f"add_to_class: {cls.__name__} already defines {', '.join(clash)}")
+        for name in names:
+            member = vars(body)[name]
+            inner = member.fget if isinstance(member, property) else member
+            inner = getattr(inner, "__func__", inner)  # staticmethod, classmethod
+            if hasattr(inner, "__qualname__"):
+                inner.__qualname__ = f"{cls.__qualname__}.{name}"
+            setattr(cls, name, member)
+        cls._added_to_class = frozenset(added | set(names))
+        return body
+
+    return add
+
+
+# %% book/toolkit.md
+class _ConstructorSignature:
+    """`__signature__` of a class: its __init__'s parameters without self. Read on an instance it
+    is absent, so that inspect.signature(instance) stays its __call__'s."""
+
+    def __get__(self, obj, cls):
+        if obj is not None:
+            raise AttributeError("__signature__")
+        sig = inspect.signature(cls.__init__)
+        params = list(sig.parameters.values())[1:]
+        return sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
+
+
+def constructor_signatures(namespace: dict) -> list[str]:
+    """Give each class defined in `namespace` (a module's globals()) whose metaclass hides its
+    constructor's parameters (Flax NNX modules and variables) the signature of its __init__, for
+    inspect.signature and help(); returns the names of the classes it fixed."""
+    fixed = []
+    for name, value in list(namespace.items()):
+        own = isinstance(value, type) and value.__module__ == namespace.get("__name__")
+        if not own or type(value).__call__ is type.__call__:  # a plain class shows its own
+            continue
+        value.__signature__ = _ConstructorSignature()
+        fixed.append(name)
+    return fixed
 
 
 # %% book/toolkit.md
@@ -176,7 +234,6 @@ def check_array(
 
 # %% book/toolkit.md
 import functools
-import inspect
 
 
 def _shown(value) -> str:
@@ -1260,6 +1317,8 @@ __all__ = [
     "current_preset",
     "set_lapack_threads",
     "known_deadlock",
+    "add_to_class",
+    "constructor_signatures",
     "tree_digest",
     "checkpoint_steps",
     "PRESETS",
@@ -1268,6 +1327,7 @@ __all__ = [
     "softmax_loss",
     "mnist_arrays",
 ]
+constructor_signatures(globals())  # help() and inspect.signature show __init__'s parameters
 
 
 # %% book/toolkit.md

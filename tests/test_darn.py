@@ -530,11 +530,7 @@ def test_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path, stop
 
     straight, hist = D.train_darn(fresh(), x[:300], **kwargs)
     folder = tmp_path / "ckpt"
-    import lib.toolkit as T
-
-    original = (
-        T.fit
-    )  # fit_with_validation imports it at each call: patched, it stops the run at stop_at
+    original = D.fit  # the toolkit's loop as lib.darn calls it; patched, it stops at stop_at
 
     def interrupting_fit(step, state, data, num_steps, **kw):
         if kw["first_step"] + kw["stop_after"] > stop_at:
@@ -544,12 +540,12 @@ def test_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path, stop
             raise KeyboardInterrupt
         return original(step, state, data, num_steps, **kw)
 
-    T.fit = interrupting_fit
+    D.fit = interrupting_fit
     try:
         with pytest.raises(KeyboardInterrupt):
             D.train_darn(fresh(), x[:300], checkpoint_dir=folder, **kwargs)
     finally:
-        T.fit = original
+        D.fit = original
     assert (folder / "validated").is_dir() and (folder / "steps").is_dir()
     resumed, hist2 = D.train_darn(fresh(), x[:300], checkpoint_dir=folder, **kwargs)
     assert set(hist) == set(hist2)

@@ -86,6 +86,76 @@ def test_make_rngs_is_deterministic_and_checks_the_seed():
         T.make_rngs(1.5)
 
 
+def test_add_to_class_behaves_as_one_class_body():
+    """Oracle: the same methods written in one class body."""
+
+    class Whole:
+        def __init__(self, a):
+            self.a = a
+
+        def plus(self, b):
+            return self.a + b
+
+        @property
+        def double(self):
+            return 2 * self.a
+
+        @staticmethod
+        def const():
+            return 7
+
+        @classmethod
+        def name(cls):
+            return cls.__name__
+
+        def __call__(self, x):
+            return self.a * x
+
+    class Split:
+        def __init__(self, a):
+            self.a = a
+
+    @T.add_to_class(Split)
+    class _Rest:
+        def plus(self, b):
+            return self.a + b
+
+        @property
+        def double(self):
+            return 2 * self.a
+
+        @staticmethod
+        def const():
+            return 7
+
+        @classmethod
+        def name(cls):
+            return cls.__name__
+
+        def __call__(self, x):
+            return self.a * x
+
+    w, s = Whole(3), Split(3)
+    assert (w.plus(2), w.double, w.const(), w(5)) == (s.plus(2), s.double, s.const(), s(5))
+    assert Split.name() == "Split" and Whole.name() == "Whole"
+    assert {"plus", "double", "const", "name", "__call__"} <= set(vars(Split))
+    assert Split.plus.__qualname__.endswith("Split.plus")
+    assert Split.double.fget.__qualname__.endswith("Split.double")
+    with pytest.raises(TypeError, match="Split already defines __init__"):
+
+        @T.add_to_class(Split)
+        class _Clash:
+            def __init__(self, a):
+                pass
+
+    @T.add_to_class(Split)  # running the same cell again replaces what it added
+    class _Again:
+        def plus(self, b):
+            return self.a - b
+
+    assert Split(3).plus(2) == 1
+
+
 # ---------------------------------------------------------------- the training loop
 
 
@@ -1157,3 +1227,32 @@ def test_the_records_old_home_still_imports_with_a_deprecation_warning():
     assert require_results is R.require_results
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         T.nothing
+
+
+def test_every_public_class_shows_its_constructors_parameters():
+    """inspect.signature (and help) of each public class of lib gives its __init__'s parameters,
+    not a metaclass's (*args, **kwargs) (Flax NNX; toolkit.constructor_signatures); an instance
+    keeps its own signature."""
+    import importlib
+    import inspect
+
+    import lib
+
+    checked = 0
+    for name in lib.MODULES:
+        module = importlib.import_module(f"lib.{name}")
+        for attr in module.__all__:
+            cls = getattr(module, attr)
+            init = getattr(cls, "__init__", None)
+            if not isinstance(cls, type) or not inspect.isfunction(init):
+                continue  # builtins' and C types' constructors have no Python signature
+            want = list(inspect.signature(init).parameters)[1:]
+            assert list(inspect.signature(cls).parameters) == want, f"lib.{name}.{attr}"
+            checked += 1
+    assert checked >= 20
+    from flax import nnx
+
+    import lib.darn as D
+
+    model = D.AutoregressiveBernoulli(3, 0, autoregressive=True, rngs=nnx.Rngs(0))
+    assert "__signature__" not in vars(model) and not hasattr(model, "__signature__")
