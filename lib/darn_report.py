@@ -449,6 +449,8 @@ def _table2(nh, key: str, value: float, part: str, expect="reproduced", note="")
         quantity,
         sign * value,
         tolerance=3.0,
+        tolerance_basis=_ONE_RUN_BASIS,
+        better="higher" if key == "test_log_prob" else "lower",
         ours=_MNIST.format(part, key),
         section="darn_report#darn-paper-scale",
         expect=expect,
@@ -456,6 +458,13 @@ def _table2(nh, key: str, value: float, part: str, expect="reproduced", note="")
     )
 
 
+_ONE_RUN_BASIS = (
+    "neither side reports an uncertainty: one training run each, on the same test images (log p "
+    "exact up to n_h = 16); the spread between training runs, which would set the band, is "
+    "measured neither here nor in the paper. The band is the book's allowance for one run "
+    "against another, set before the runs; it is wider than some gaps between the paper's rows, "
+    "so a record within it confirms a value, not the paper's ordering of models"
+)
 _BETTER = (
     "ours is better than the paper's by more than the tolerance "
     "(early stopping instead of adaptive weight noise)"
@@ -473,6 +482,11 @@ _TABLE2_CLAIMS = [
     _table2(16, "test_bound", 130.94, "nh16", "not reproduced", _BETTER),
     _table2(500, "test_log_prob", 84.71, "nh500"),
     _table2(500, "test_bound", 90.31, "nh500", "not reproduced", _LOOSER),
+]
+
+
+# %% book/darn_report.md
+_TABLE2_CLAIMS += [
     Claim(
         "darn",
         "Table 2",
@@ -490,6 +504,8 @@ _TABLE2_CLAIMS = [
         "test bound (nats)",
         96.1,
         tolerance=3.0,
+        tolerance_basis=_ONE_RUN_BASIS,
+        better="lower",
         ours=_MNIST.format("fdarn400", "test_bound"),
         section="darn_report#darn-paper-scale",
     ),
@@ -500,6 +516,10 @@ _TABLE2_CLAIMS = [
         "weights read per sample",
         2.4e4,
         tolerance=2.4e3,
+        tolerance_basis=(
+            "the paper gives the cost as about 2.4e4, two significant digits; ours is counted "
+            "over samples, and a tenth of the paper's value is the rounding its 'about' allows"
+        ),
         ours=_MNIST.format("fdarn400", "weights_read"),
         section="darn_report#darn-paper-scale",
     ),
@@ -510,6 +530,8 @@ _TABLE2_CLAIMS = [
         "test bound (nats)",
         87.72,
         tolerance=3.0,
+        tolerance_basis=_ONE_RUN_BASIS,
+        better="lower",
         ours=_MNIST.format("deep12x80", "test_bound"),
         section="darn_report#darn-paper-scale",
         expect="not reproduced",
@@ -522,6 +544,8 @@ _TABLE2_CLAIMS = [
         "test log p (nats)",
         -137.64,
         tolerance=3.0,
+        tolerance_basis=_ONE_RUN_BASIS,
+        better="higher",
         ours="results/darn/darn-mnist.mob.json:rows/components=512/test_log_prob",
         section="darn_report#darn-paper-scale",
         expect="not reproduced",
@@ -549,6 +573,8 @@ _TABLE1_CLAIMS = [
             "test log-likelihood (nats)",
             UCI_TABLE1[d][m],
             tolerance=2.0,
+            tolerance_basis=_ONE_RUN_BASIS.replace(" (log p exact up to n_h = 16)", ""),
+            better="higher",
             ours=f"results/darn/darn-uci.{d}.json:rows/model={m}/test_log_prob",
             section="darn_report#darn-uci",
             **({"expect": "not reproduced", "note": why} if why else {}),

@@ -10,6 +10,7 @@ result parts of the UCI grid and the claims of the scorecard; the method itself 
 # %% book/dgp_report.md
 from __future__ import annotations
 
+import math
 import time
 from functools import partial
 
@@ -19,7 +20,7 @@ import numpy as np
 from lib.data import UCI_DATASETS
 from lib.dgp import UCI_MODELS, RobustMax, build_dgp, evaluate_classifier, mnist_flat
 from lib.dgp import run_uci_model, train_dgp
-from lib.record import Claim, run_unit
+from lib.record import PAIRED_Z, Claim, Paired, paired_difference, run_unit
 from lib.record import experiment as _experiment
 
 
@@ -123,7 +124,7 @@ _UCI_PARTS = {
         "energy-splits9-13",
         "energy-split19",
     ),
-    "wine-quality-red": ("wine-splits0-4", "wine-splits5-9"),
+    "wine-quality-red": ("wine-splits0-4", "wine-splits5-9", "wine-splits10-14"),
     "power-plant": (
         "power-split0",
         "power-split0-dgp3",
@@ -144,6 +145,42 @@ _UCI_PARTS = {
         *(f"protein-split{k}-{m}" for k in range(3) for m in ("sgp500", "dgp4", "dgp5")),
     ),
 }
+
+
+# %% book/dgp_report.md
+def uci_paired(records: dict, dataset: str, model: str, baseline: str = "SGP") -> Paired:
+    """Test log-lik(model) - test log-lik(baseline), paired by split over the splits in `records`
+    that have both: their mean, its standard error (nan for one split) and their number.
+
+    records: {path: results record} of dgp-uci or dgp-kin8nm runs. The book's reading of "worse"
+    and "better" is the result's `reading` (lib.record.paired_difference).
+    """
+    by_split: dict = {}
+    for path, record in records.items():
+        for row in record["rows"]:
+            if row["dataset"] != dataset:
+                continue
+            cell = by_split.setdefault(row["split"], {})
+            if row["model"] in cell:
+                raise ValueError(
+                    f"{dataset} split {row['split']} {row['model']} is in two files ({path})"
+                )
+            cell[row["model"]] = row["test_log_likelihood"]
+    pairs = [
+        (m[model], m[baseline]) for _, m in sorted(by_split.items()) if model in m and baseline in m
+    ]
+    if not pairs:
+        raise ValueError(
+            f"no split of {dataset} has both {model} and {baseline} in {sorted(records)}"
+        )
+    if len(pairs) == 1:
+        return Paired(pairs[0][0] - pairs[0][1], math.nan, 1)
+    return paired_difference(*zip(*pairs))
+
+
+def uci_paired_mean(records: dict, dataset: str, model: str, baseline: str = "SGP") -> float:
+    """The mean of `uci_paired`: model minus baseline, averaged over the splits that have both."""
+    return uci_paired(records, dataset, model, baseline).mean
 
 
 # %% book/dgp_report.md
@@ -206,28 +243,11 @@ _KIN8NM = ("results/dgp/dgp-kin8nm.json",) + tuple(
 )
 
 
-def uci_paired_mean(records: dict, dataset: str, model: str, baseline: str = "SGP") -> float:
-    """Mean over the splits in `records` of test log-lik(model) - test log-lik(baseline) (Sec. 13).
-
-    records: {path: results record} of dgp-uci or dgp-kin8nm runs; a split counts if it has both.
-    """
-    by_split: dict = {}
-    for path, record in records.items():
-        for row in record["rows"]:
-            if row["dataset"] != dataset:
-                continue
-            cell = by_split.setdefault(row["split"], {})
-            if row["model"] in cell:
-                raise ValueError(
-                    f"{dataset} split {row['split']} {row['model']} is in two files ({path})"
-                )
-            cell[row["model"]] = row["test_log_likelihood"]
-    diffs = [m[model] - m[baseline] for m in by_split.values() if model in m and baseline in m]
-    if not diffs:
-        raise ValueError(
-            f"no split of {dataset} has both {model} and {baseline} in {sorted(records)}"
-        )
-    return float(np.mean(diffs))
+# %% book/dgp_report.md
+_WORSE_BASIS = (
+    "the book's reading of worse: a mean paired difference more than two standard errors below "
+    "zero (the paper reports no uncertainty for Figure 1)"
+)
 
 
 def _never_worse(dataset: str, label: str, files: tuple[str, ...], model: str, **kw) -> Claim:
@@ -238,13 +258,23 @@ def _never_worse(dataset: str, label: str, files: tuple[str, ...], model: str, *
         "paired test log-lik difference, mean over the splits run (nats)",
         "DGP never worse than SGP",
         target=0.0,
-        tolerance=0.01,
+        tolerance=lambda r: PAIRED_Z * uci_paired(r, dataset, model).se,
+        tolerance_basis=_WORSE_BASIS,
         direction="at least",
         sources=files,
-        ours=lambda r: uci_paired_mean(r, dataset, model),
+        ours=lambda r: uci_paired(r, dataset, model).mean,
         section="dgp_report#dgp-paper-scale",
         **kw,
     )
+
+
+_DEEP = ("DGP 2", "DGP 3", "DGP 4", "DGP 5")
+
+
+def _beats_by(records: dict, dataset: str, model: str, baseline: str) -> float:
+    """How far the mean paired gain of model over baseline clears PAIRED_Z standard errors."""
+    paired = uci_paired(records, dataset, model, baseline)
+    return paired.mean - PAIRED_Z * paired.se
 
 
 def _uci_files(dataset: str) -> tuple[str, ...]:
@@ -252,12 +282,16 @@ def _uci_files(dataset: str) -> tuple[str, ...]:
 
 
 _NAVAL = (
-    "with the authors' settings the deep models end training with a lower bound than the SGP's "
-    "on every split, though they nest it: the optimiser falls short on naval's nearly noiseless "
-    "targets (Section 1)"
+    "the runs do not count: with the authors' settings the deep models end training with a lower "
+    "bound than the SGP's on every split, though they nest it, so the optimiser fell short on "
+    "naval's nearly noiseless targets (Section 1); the paired test cannot tell them apart either"
 )
 _POWER_SGP500 = (
     "the SGP 500 is ahead of every DGP, DGP 2 to DGP 5, on every power split run (Section 1)"
+)
+_PROTEIN_SGP500 = (
+    "DGP 3 to DGP 5 beat the SGP 500 on every protein split run; DGP 2 only ties it, its mean "
+    "gain less than two standard errors above zero (Section 1)"
 )
 _SGP_SHORT = "the single-layer GP falls short of the paper's accuracy; SGP < DGP 2 < DGP 3 holds"
 
@@ -273,6 +307,11 @@ def _mnist_accuracy(model: str, part: str, value: float, **kw) -> Claim:
         "test accuracy (%)",
         value,
         tolerance=0.1,
+        tolerance_basis=(
+            "one run on each side on the same 10,000 test images, so the test set's sampling error "
+            "is shared; what separates them is the spread between training runs, which neither "
+            "the paper nor the book measures: the band, ten test images, was set before the runs"
+        ),
         direction="at least",
         sources=(path,),
         section="dgp_report#dgp-mnist",
@@ -305,6 +344,7 @@ _UCI_NEVER_WORSE = [  # Figure 1: a DGP is never worse than the SGP, per dataset
             m,
             expect="not reproduced",
             note=_NAVAL,
+            unreliable=_NAVAL,
         )
         for m in ("DGP 2", "DGP 3")
     ),
@@ -338,27 +378,38 @@ _UCI_BEAT_SGP500 = [
         ours=lambda r: min(
             uci_paired_mean(r, "kin8nm", m, "SGP 500") for m in ("DGP 2", "DGP 3", "DGP 4", "DGP 5")
         ),
+        tolerance_basis=(
+            "one split on each side (the notebook's), so no spread to judge by: a gain of any size "
+            "counts, as in the paper's figure"
+        ),
     ),
     *(
         Claim(
             "dgp",
             "Figure 1, Sec. 4",
             f"{label} every DGP − SGP 500",
-            "smallest paired test log-lik gain of DGP 2-5 over SGP 500, mean over the splits run "
-            "(nats)",
+            "smallest over DGP 2-5 of the mean paired test log-lik gain over SGP 500 less two "
+            "of its standard errors (nats)",
             "all DGPs beat SGP 500",
             target=0.0,
             direction="at least",
             section="dgp_report#dgp-sgp500",
             sources=_uci_files(d),
-            ours=lambda r, d=d: min(
-                uci_paired_mean(r, d, m, "SGP 500") for m in ("DGP 2", "DGP 3", "DGP 4", "DGP 5")
+            ours=lambda r, d=d: min(_beats_by(r, d, m, "SGP 500") for m in _DEEP),
+            tolerance_basis=(
+                "the book's reading of better: each DGP's mean paired gain over the SGP 500 more "
+                "than two standard errors above zero, so ours, the smallest of those margins, "
+                "must be positive"
             ),
             **kw,
         )
         for d, label, kw in (
             ("power-plant", "power", {"expect": "not reproduced", "note": _POWER_SGP500}),
-            ("protein-tertiary-structure", "protein", {}),
+            (
+                "protein-tertiary-structure",
+                "protein",
+                {"expect": "not reproduced", "note": _PROTEIN_SGP500},
+            ),
         )
     ),
     *(
@@ -369,6 +420,12 @@ _UCI_BEAT_SGP500 = [
             "test log-lik, split 0, 5,000 steps, shared lengthscale (nats)",
             v,
             tolerance=0.05,
+            tolerance_basis=(
+                "one run on each side, the same split and settings, so only the optimiser's "
+                "randomness (minibatches, samples) separates them; neither the notebook nor the "
+                "book measures its spread: the band was set before the runs, well below the "
+                "gains of depth the notebook shows"
+            ),
             section="dgp_report#dgp-paper-scale",
             ours=f"results/dgp/dgp-kin8nm.{part}.json:rows/model={m}/test_log_likelihood",
         )
@@ -436,5 +493,6 @@ __all__ = [
     "run_dgp_kin8nm",
     "run_dgp_mnist",
     "run_dgp_uci",
+    "uci_paired",
     "uci_paired_mean",
 ]

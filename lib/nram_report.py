@@ -595,59 +595,115 @@ def _best_seed(records: dict, measure) -> float:
 
 _MEASURES = {
     "train error": (
-        "error at the longest training length, best seed",
+        "error at the longest training length (%), best run",
         lambda row: row["error_at_max_length"],
     ),
     "generalisation": (
-        "largest error over lengths up to 50, best seed",
+        "largest error over lengths up to 50 (%), best run",
         lambda row: max(g["error"] for g in row["generalisation"]),
     ),
     "discretisation": (
-        "largest error of the discretised machine over lengths up to 50, best seed",
+        "largest error of the discretised machine over lengths up to 50 (%), best run",
         lambda row: max(g["error_discrete"] for g in row["generalisation"]),
     ),
 }
+
+
+# %% book/nram_report.md
 HARD_NOTES = {  # the hard tasks learned to Table 1's error, and how
     "listk": "with the LSTM controller and the finish bias at -3 (report, part 2)",
     "walkbst": "the best LSTM seed (finish bias -3) trained on at a tenth of the learning rate, "
     "without entropy bonus or gradient noise (report, part 2)",
 }
+EASY_CHANGES = {  # the easy tasks reached only by what the paper did not do
+    "reverse": "reached only from sharper initial circuits (init_scale 4, a knob the paper does "
+    "not have) in shorter runs; no run at the paper's setting reaches it (Section 1)",
+    "swap": "reached only by runs trained on from earlier ones, with an entropy penalty on the "
+    "circuits (the paper's footnote 7 suggests one; it did not use it), extra timesteps and a "
+    "tenth of the learning rate; no run at the paper's setting reaches it (Section 1)",
+}
+_EXACT = (
+    "exact: the error counts the wrong cells of the test cases and the paper's value admits no "
+    "more; ours is the best run, as the paper tests a model it selected for reaching its error"
+)
+_HARD_RATE_PARTS = {  # the best setting's runs from scratch, where one reached Table 1's error
+    "listk": ("listk-lstm-finish3",),
+    "walkbst": ("walkbst-lstm-finish3", "walkbst-lstm-finish3-seeds8-15"),
+}
+
+
+def _rate(measure, target: float, parts=None, which: str = "at the paper's setting"):
+    """(runs whose measure is at most target %, runs, which) over the results files of `parts`,
+    or, with parts None, over those made at the paper's setting (no deviations recorded)."""
+
+    def rate(records: dict) -> tuple[int, int, str]:
+        chosen = [
+            rec
+            for path, rec in records.items()
+            if (not rec.get("deviations") if parts is None else path.split(".")[-2] in parts)
+        ]
+        rows = [row for rec in chosen for row in rec["rows"]]
+        return sum(100 * measure(row) <= target for row in rows), len(rows), which
+
+    return rate
+
+
+# %% book/nram_report.md
+def _easy(task: str, parts: tuple, column: str, quantity: str, measure) -> Claim:
+    changes = EASY_CHANGES.get(task, "")
+    return Claim(
+        "nram",
+        "Table 1",
+        f"{task.capitalize()} ({column})",
+        quantity,
+        "0" if column == "train error" else "perfect",
+        target=0.0,
+        direction="at most",
+        section="nram_report#nram-paper-scale",
+        sources=tuple(f"results/nram/nram.{part}.json" for part in parts),
+        ours=lambda r: 100 * _best_seed(r, measure),
+        tolerance_basis=_EXACT,
+        rate=_rate(measure, 0.0),
+        expect="reproduced with changes" if changes else "reproduced",
+        changes=changes,
+        note=changes,
+    )
+
+
+def _hard(task: str, name: str, value: str, target: float) -> Claim:
+    measure = lambda row: row["train_error"]  # noqa: E731
+    reached = task in HARD_NOTES
+    changes = HARD_NOTES[task] if task == "walkbst" else ""
+    rate_parts = _HARD_RATE_PARTS.get(task, HARD_PARTS[task])
+    which = "from scratch at the best setting" if task in _HARD_RATE_PARTS else "of every setting"
+    return Claim(
+        "nram",
+        "Table 1",
+        f"{name} (train error)",
+        "training error at the paper's complexity (%), best run of any setting",
+        value,
+        target=100 * target,
+        direction="at most",
+        section="nram_hard_report#nram-hard",
+        sources=tuple(f"results/nram/nram-hard.{part}.json" for part in HARD_PARTS[task]),
+        ours=lambda r: 100 * _best_seed(r, measure),
+        tolerance_basis=_EXACT,
+        rate=_rate(measure, 100 * target, rate_parts, which),
+        expect=("reproduced with changes" if changes else "reproduced")
+        if reached
+        else "not reproduced",
+        changes=changes,
+        note=HARD_NOTES.get(task, "no run of any setting reached Table 1's error (report, part 2)"),
+    )
+
+
 CLAIMS = [
     *(
-        Claim(
-            "nram",
-            "Table 1",
-            f"{task.capitalize()} ({column})",
-            quantity,
-            "0" if column == "train error" else "perfect",
-            target=0.0,
-            direction="at most",
-            section="nram_report#nram-paper-scale",
-            sources=tuple(f"results/nram/nram.{part}.json" for part in parts),
-            ours=lambda r, m=measure: _best_seed(r, m),
-        )
+        _easy(task, parts, column, quantity, measure)
         for task, parts in NRAM_PARTS.items()
         for column, (quantity, measure) in _MEASURES.items()
     ),
-    *(
-        Claim(
-            "nram",
-            "Table 1",
-            f"{name} (train error)",
-            "training error at the paper's complexity, best seed of any setting run",
-            value,
-            target=target,
-            direction="at most",
-            section="nram_hard_report#nram-hard",
-            sources=tuple(f"results/nram/nram-hard.{part}.json" for part in HARD_PARTS[task]),
-            ours=lambda r: _best_seed(r, lambda row: row["train_error"]),
-            expect="reproduced" if task in HARD_NOTES else "not reproduced",
-            note=HARD_NOTES.get(
-                task, "no seed of any setting run reached Table 1's error (report, part 2)"
-            ),
-        )
-        for task, (name, value, target) in HARD_TABLE1.items()
-    ),
+    *(_hard(task, *row) for task, row in HARD_TABLE1.items()),
 ]
 
 
@@ -670,5 +726,6 @@ __all__ = [
     "setting_label",
     "plot_trace",
     "HARD_NOTES",
+    "EASY_CHANGES",
     "CLAIMS",
 ]

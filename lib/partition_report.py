@@ -11,6 +11,7 @@ method itself is lib.partition.
 # %% book/partition_report.md
 from __future__ import annotations
 
+import math
 import time
 from functools import partial
 
@@ -22,7 +23,7 @@ from flax import nnx
 import lib.data
 from lib.partition import RBM, adapt_betas, ais_betas, ais_log_z, exact_evaluator, linear_betas
 from lib.partition import log_odds_of_mean, thin_history, time_sml_pt, train_sml_pt
-from lib.record import Claim, experiment, run_unit
+from lib.record import TOLERANCE_Z, Claim, experiment, run_unit
 
 
 # %% book/partition_report.md
@@ -435,15 +436,52 @@ def _chosen(records: dict, key: str) -> float:
 
 def _best_by_ais(records: dict, key: str) -> float:
     """`key` of the partition-large model (any schedule, APT or not) with the best AIS test
-    value."""
+    value among those whose AIS interval is bounded (an unbounded one is a value the report
+    distrusts, Section 2)."""
     rows = [r for rec in records.values() for r in rec["rows"] if r["kind"] == "final"]
-    return max(rows, key=lambda r: r["test_ll_ais"])[key]
+    trusted = [r for r in rows if np.isfinite([r["test_ll_ais_low"], r["test_ll_ais_high"]]).all()]
+    return max(trusted, key=lambda r: r["test_ll_ais"])[key]
 
 
+def _ais_tolerance(paper_3sd: float, high: float, low: float) -> float:
+    """TOLERANCE_Z standard errors of the difference of two AIS estimates, from the paper's 3 sd
+    and our interval (low, high) of 3 sd on either side."""
+    return TOLERANCE_Z * math.hypot(paper_3sd / 3, (high - low) / 6)
+
+
+_AIS_BASIS = (
+    "two standard errors of the difference of the two AIS estimates: the paper's 3 sd and ours, "
+    "each divided by three"
+)
+_TRACKED_BASIS = (
+    "the paper reports no uncertainty for its tracked values, and ours has only the filter's own "
+    "standard deviation, which measures the tracker, not the spread between training runs or "
+    "grids; the band, set before the runs, is the book's allowance for one trained RBM against "
+    "another, which the book has not measured"
+)
+_TRACKS_BASIS = (
+    "Figure 3 gives no number and the exact log Z has no error: 'tracks' is read as never more "
+    "than one nat apart over training (a factor e in Z), a band set before the runs"
+)
 _DIVERGES = (
     "at this fast schedule the tracker drifts from the exact value (the chapter's Section 9)"
 )
-_SMALL_GRID = "our grid is smaller than the paper's (at most 500 hidden units, two learning rates)"
+_SMALL_GRID = (
+    "ours is below the paper's beyond the tolerance; our grid is smaller than the paper's (at "
+    "most 500 hidden units, two learning rates)"
+)
+_MUSHROOMS_TRACKED = (
+    "the value stands as a reproduction of the paper's cell, though neither is mushrooms' test "
+    "likelihood: both trackers lie far above AIS there, and a Markov bound on AIS says the "
+    "trackers are off (Section 2)"
+)
+_LARGE_KALMAN = {
+    "mnist": "the tracked value of the model AIS ranks best is below the paper's; the report "
+    "shows where the tracker and AIS part",
+    "caltech": "the tracked value of the model AIS ranks best is far below the paper's, whose "
+    "own tracked value lies well above its AIS value; the report shows the tracker breaking on "
+    "the fast-moving Caltech models",
+}
 
 
 # %% book/partition_report.md
@@ -457,6 +495,7 @@ _TRACKING_CLAIMS = [  # Figure 3 and the tracker's cost
             "tracks the exact log Z",
             target=0.0,
             tolerance=1.0,
+            tolerance_basis=_TRACKS_BASIS,
             direction="at most",
             sources=(f"results/partition/partition-mnist.{part}.json",),
             ours=_tracking_error,
@@ -477,6 +516,10 @@ _TRACKING_CLAIMS = [  # Figure 3 and the tracker's cost
         "similar to training alone",
         target=0.0,
         tolerance=0.15,
+        tolerance_basis=(
+            "the paper gives no number for 'similar'; the book reads it as at most 15% more time "
+            "per update, a band set before measuring"
+        ),
         direction="at most",
         ours="results/benchmarks/partition-tracking.json:rows/method=tracker/overhead",
         section="partition#partition-mnist25",
@@ -495,13 +538,26 @@ CLAIMS = [
             "test log-likelihood of the chosen RBM (nats)",
             PAPER_TABLE1[d][col],
             paper_error=PAPER_TABLE1[d]["AIS_3sd"] if col == "AIS" else None,
-            tolerance=3.0,
+            **(
+                {
+                    "tolerance": lambda r, d=d: _ais_tolerance(
+                        PAPER_TABLE1[d]["AIS_3sd"],
+                        _chosen(r, "test_ll_ais_high"),
+                        _chosen(r, "test_ll_ais_low"),
+                    ),
+                    "tolerance_basis": _AIS_BASIS,
+                }
+                if col == "AIS"
+                else {"tolerance": 3.0, "tolerance_basis": _TRACKED_BASIS}
+            ),
             sources=tuple(f"results/partition/partition-uci.{d}{w}.json" for w in ("", "-wide")),
             ours=lambda r, key=key: _chosen(r, key),
             section="partition_report#partition-paper-scale",
             **(
                 {"expect": "not reproduced", "note": _SMALL_GRID}
-                if (d, col) in (("dna", "Kalman"), ("dna", "AIS"), ("mushrooms", "AIS"))
+                if (d, col) in (("dna", "Kalman"), ("dna", "AIS"), ("nips", "AIS"))
+                else {"note": _MUSHROOMS_TRACKED}
+                if (d, col) == ("mushrooms", "Kalman")
                 else {}
             ),
         )
@@ -513,20 +569,28 @@ CLAIMS = [
             "partition",
             "Sec. 5",
             f"{d} 500 hidden, {col}",
-            "test log-likelihood of the model best by AIS (nats)",
+            "test log-likelihood of the model best by AIS, of those with a bounded AIS interval "
+            "(nats)",
             PAPER_LARGE[d][col],
             paper_error=PAPER_LARGE[d]["AIS_3sd"] if col == "AIS" else None,
-            tolerance=PAPER_LARGE[d]["AIS_3sd"] if col == "AIS" else 3.0,
+            **(
+                {
+                    "tolerance": lambda r, d=d: _ais_tolerance(
+                        PAPER_LARGE[d]["AIS_3sd"],
+                        _best_by_ais(r, "test_ll_ais_high"),
+                        _best_by_ais(r, "test_ll_ais_low"),
+                    ),
+                    "tolerance_basis": _AIS_BASIS,
+                }
+                if col == "AIS"
+                else {"tolerance": 3.0, "tolerance_basis": _TRACKED_BASIS}
+            ),
             sources=_LARGE[d],
             ours=lambda r, key=key: _best_by_ais(r, key),
             section="partition_report#partition-paper-scale",
             **(
-                {
-                    "expect": "not reproduced",
-                    "note": "the tracked value of the model AIS ranks best is below the "
-                    "paper's; the chapter shows where the tracker and AIS part",
-                }
-                if (d, col) == ("mnist", "Kalman")
+                {"expect": "not reproduced", "note": _LARGE_KALMAN[d]}
+                if col == "Kalman" and d in _LARGE_KALMAN
                 else {}
             ),
         )

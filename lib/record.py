@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import html
 import json
 import math
 import os
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import numpy as np
@@ -33,7 +34,7 @@ from lib.toolkit import PRESETS, Bool, Function, Instance, Maybe, OneOf, _is_int
 from lib.toolkit import SoftmaxRegression, checkpoint_steps, fit, make_rngs, minibatches
 from lib.toolkit import mnist_arrays, nnx_model, nnx_step, nnx_train_state, progress_enabled
 from lib.toolkit import restore_checkpoint, save_checkpoint, set_progress, softmax_loss
-from lib.toolkit import tree_digest
+from lib.toolkit import add_to_class, tree_digest
 
 
 # %% book/record.md
@@ -528,8 +529,6 @@ class Table:
         return "\n".join(([self.caption] if self.caption else []) + lines)
 
     def _repr_html_(self) -> str:
-        import html
-
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
         body = "".join(
             "<tr>"
@@ -862,9 +861,38 @@ def run_mnist_softmax(config: dict) -> list:
 
 
 # %% book/record.md
-STATUSES = ("reproduced", "not reproduced", "not run")
+STATUSES = ("reproduced", "reproduced with changes", "not reproduced", "not run")
 DIRECTIONS = ("two-sided", "at least", "at most")
 PAPERS = ("darn", "partition", "ebp", "nram", "dgp")
+TOLERANCE_Z = 2.0  # a tolerance from uncertainties: this many standard errors of the difference
+PAIRED_Z = 2.0  # A worse (better) than B: mean paired A - B this many standard errors below (above)
+
+
+class Paired(NamedTuple):
+    """Paired differences A - B over n splits (folds, seeds): their mean and its standard error."""
+
+    mean: float
+    se: float
+    n: int
+
+    @property
+    def reading(self) -> str:
+        """'worse', 'better' or 'tie': the book's one reading of a paired comparison (PAIRED_Z)."""
+        if self.mean < -PAIRED_Z * self.se:
+            return "worse"
+        return "better" if self.mean > PAIRED_Z * self.se else "tie"
+
+
+def paired_difference(a, b) -> Paired:
+    """Mean and standard error of the paired differences a - b (the same splits, in order)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.ndim != 1 or a.shape != b.shape or len(a) < 2:
+        raise ValueError(
+            "paired_difference needs two 1-D sequences of one length >= 2, got shapes "
+            f"{a.shape} and {b.shape}"
+        )
+    d = a - b
+    return Paired(float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d))), len(d))
 
 
 # %% book/record.md
@@ -878,10 +906,17 @@ class Claim:
     "results/<chapter>/<file>.json:<key>/<key>/..." (a list is indexed by position, or by
     `field=value` for the row whose field has that value) or a function of the loaded records
     {path: record} of `sources`; None: not run. target: the number ours is compared with (default:
-    paper_value); tolerance and direction: reproduced iff |ours - target| <= tolerance
-    ("two-sided"), ours >= target - tolerance ("at least") or ours <= target + tolerance
-    ("at most"). expect: the status the book states. section: the chapter's section with the
-    evidence, as "chapter#label"; note: why (the reason for "not run" and "not reproduced").
+    paper_value); tolerance (a number, or a function of the loaded records) and direction:
+    within it iff |ours - target| <= tolerance ("two-sided"), ours >= target - tolerance ("at
+    least") or ours <= target + tolerance ("at most"). tolerance_basis: where the tolerance comes
+    from (required with a result). changes: what our procedure did that the paper's did not
+    (within the tolerance, the status is then "reproduced with changes"). unreliable: why our
+    value cannot support a verdict of reproduced (the status is then "not reproduced"). better:
+    "higher" or "lower", the paper's better side (default: the direction's side); a value beyond
+    the tolerance there is "better than the paper". rate: where the paper reports success over
+    seeds, a function of the loaded records giving (runs that reach the paper's value, runs,
+    which runs: "at the paper's setting"). expect: the status the book states. section: the
+    report's section with the evidence, "page#label"; note: why (required unless reproduced).
     """
 
     paper: str
@@ -892,24 +927,21 @@ class Claim:
     ours: str | Callable[[dict], float] | None = None
     sources: tuple[str, ...] = ()
     target: float | None = None
-    tolerance: float = 0.0
+    tolerance: float | Callable[[dict], float] = 0.0
     direction: str = "two-sided"
     paper_error: float | None = None
     expect: str = "reproduced"
     section: str = ""
     note: str = ""
     digits: int = 4
+    tolerance_basis: str = ""
+    changes: str = ""
+    unreliable: str = ""
+    better: str | None = None
+    rate: Callable[[dict], tuple[int, int, str]] | None = None
 
     def __post_init__(self):
-        if self.paper not in PAPERS:
-            raise ValueError(f"Claim.paper must be one of {PAPERS}, got {self.paper!r}")
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"Claim.direction must be one of {DIRECTIONS}, got {self.direction!r}")
-        if self.expect not in STATUSES:
-            raise ValueError(f"Claim.expect must be one of {STATUSES}, got {self.expect!r}")
-        tol = self.tolerance
-        if not (isinstance(tol, (int, float)) and np.isfinite(tol) and tol >= 0):
-            raise ValueError(f"Claim.tolerance must be a finite number >= 0, got {tol!r}")
+        self._check_fields()
         if self.ours is None:
             if self.expect != "not run" or not self.note:
                 raise ValueError(
@@ -925,18 +957,55 @@ class Claim:
             raise ValueError(
                 f"claim {self.item!r}: a function in `ours` needs the files it reads in `sources`"
             )
+        if self.ours is not None and not self.tolerance_basis.strip():
+            raise ValueError(
+                f"claim {self.item!r} ({self.where}): say where its tolerance comes from in "
+                "`tolerance_basis`"
+            )
         if self.expect != "reproduced" and not self.note:
             raise ValueError(
                 f"claim {self.item!r} ({self.where}) expects {self.expect!r}: say why in `note`"
             )
+        if (self.expect == "reproduced with changes") != bool(self.changes):
+            raise ValueError(
+                f"claim {self.item!r} ({self.where}): 'reproduced with changes' and `changes` "
+                "(what the paper did not do) go together"
+            )
         if self.ours is not None and self.compared_with() is None:
             raise ValueError(f"claim {self.item!r}: paper_value is not a number, so give `target`")
+
+
+# %% book/record.md
+@add_to_class(Claim)
+class _ClaimFields:
+    def _check_fields(self):
+        for name, allowed in (
+            ("paper", PAPERS),
+            ("direction", DIRECTIONS),
+            ("expect", STATUSES),
+            ("better", (None, "higher", "lower")),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"Claim.{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                )
+        tol = self.tolerance
+        if not callable(tol) and not (
+            isinstance(tol, (int, float)) and np.isfinite(tol) and tol >= 0
+        ):
+            raise ValueError(
+                f"Claim.tolerance must be a finite number >= 0 or a function, got {tol!r}"
+            )
 
     def compared_with(self) -> float | None:
         """The number ours is held against: `target`, else the paper's value if it is a number."""
         if self.target is not None:
             return float(self.target)
         return float(self.paper_value) if isinstance(self.paper_value, (int, float)) else None
+
+    def better_side(self) -> str | None:
+        """'higher' or 'lower': the paper's better side (`better`, else the direction's)."""
+        return self.better or {"at least": "higher", "at most": "lower"}.get(self.direction)
 
     def files(self) -> tuple[str, ...]:
         """The results files the claim reads."""
@@ -970,15 +1039,38 @@ def read_key_path(record, path: str):
     return value
 
 
-def _format_tolerance(claim: Claim) -> str:
+def _format_tolerance(claim: Claim, tol: float | None) -> str:
     t = claim.compared_with()
-    if t is None or claim.ours is None:
+    if t is None or claim.ours is None or tol is None:
         return ""
-    tol, d = claim.tolerance, claim.digits
+    d = claim.digits
     if claim.direction == "two-sided":
         return f"{_format_value(t, d)} ± {_format_value(tol, d)}"
     bound = t - tol if claim.direction == "at least" else t + tol
     return ("≥ " if claim.direction == "at least" else "≤ ") + _format_value(bound, d)
+
+
+# %% book/record.md
+def judge(claim: Claim, ours: float, tol: float) -> tuple[str, str | None]:
+    """(status, finding) of our value against the claim with tolerance tol; the finding is
+    "better than the paper" for a value beyond the tolerance on the paper's better side."""
+    t = claim.compared_with()
+    within = (
+        np.isfinite(ours)
+        and {
+            "two-sided": abs(ours - t) <= tol,
+            "at least": ours >= t - tol,
+            "at most": ours <= t + tol,
+        }[claim.direction]
+    )
+    side = claim.better_side()
+    beyond = np.isfinite(ours) and (
+        (side == "higher" and ours > t + tol) or (side == "lower" and ours < t - tol)
+    )
+    finding = "better than the paper" if beyond and not within else None
+    if within and not claim.unreliable:
+        return ("reproduced with changes" if claim.changes else "reproduced"), finding
+    return "not reproduced", finding
 
 
 # %% book/record.md
@@ -999,26 +1091,27 @@ def evaluate(claim: Claim, root=None) -> dict:
                 f"{rel} is missing (the command in its chapter makes it)"
             )
         records[rel] = json.loads(path.read_text())
-    ours = None
-    if claim.ours is None:
-        status = "not run"
-    else:
+    ours = tol = finding = None
+    status = "not run"
+    if claim.ours is not None:
         if isinstance(claim.ours, str):
             rel, key = claim.ours.split(":", 1)
             ours = read_key_path(records[rel], key)
         else:
             ours = claim.ours(records)
         ours = float(ours)
-        t, tol = claim.compared_with(), claim.tolerance
-        ok = {
-            "two-sided": abs(ours - t) <= tol,
-            "at least": ours >= t - tol,
-            "at most": ours <= t + tol,
-        }[claim.direction]
-        status = "reproduced" if (np.isfinite(ours) and ok) else "not reproduced"
+        tol = float(claim.tolerance(records) if callable(claim.tolerance) else claim.tolerance)
+        if not (np.isfinite(tol) and tol >= 0):
+            raise ValueError(
+                f"claim {claim.paper} / {claim.where} / {claim.item}: its tolerance from the "
+                f"results files is {tol}, not a finite number >= 0"
+            )
+        status, finding = judge(claim, ours, tol)
     reduced = sorted(rel for rel, rec in records.items() if rec.get("reduced"))
     # runs recorded as "-dirty" before runs kept their diff: the code they ran is not known exactly
     unknown_code = sorted(rel for rel, rec in records.items() if rec.get("git_diff_note"))
+    t = claim.compared_with()
+    gap = None if ours is None or not tol or t is None else (ours - t) / tol
     return {
         "paper": claim.paper,
         "where": claim.where,
@@ -1027,14 +1120,20 @@ def evaluate(claim: Claim, root=None) -> dict:
         "paper_value": claim.paper_value,
         "paper_error": claim.paper_error,
         "ours": ours,
-        "tolerance": _format_tolerance(claim),
+        "tolerance": _format_tolerance(claim, tol),
+        "tolerance_value": tol,
+        "tolerance_basis": claim.tolerance_basis,
+        "gap": gap,
         "status": status,
+        "finding": finding,
         "expect": claim.expect,
         "source": list(files),
         "reduced": reduced,
         "unknown_code": unknown_code,
         "section": claim.section,
         "note": claim.note,
+        "changes": claim.changes,
+        "rate": None if claim.rate is None or ours is None else list(claim.rate(records)),
         "digits": claim.digits,
     }
 
@@ -1110,6 +1209,37 @@ FOOTNOTE = (
 
 
 # %% book/record.md
+def _ours_html(r: dict) -> str:
+    ours = _format_value(r["ours"], r["digits"])
+    if r.get("rate"):
+        k, n, which = r["rate"]
+        ours += f"<br><small>{k} of {n} runs {html.escape(which)}</small>"
+    if r["reduced"]:
+        ours += (
+            f'<sup title="rests on a reduced run: {html.escape(", ".join(r["reduced"]))}">*</sup>'
+        )
+    if r["unknown_code"]:
+        code = html.escape(", ".join(r["unknown_code"]))
+        ours += f'<sup title="a run of uncommitted, unrecorded code: {code}">†</sup>'
+    return ours
+
+
+def _evidence_html(r: dict, page: str) -> str:
+    chapter, _, label = r["section"].partition("#")
+    link = ""
+    if chapter:
+        target = ("" if chapter == page else f"{chapter}.html") + (f"#{label}" if label else "")
+        mark = " §" if label else ""
+        link = f'<a href="{html.escape(target)}">{html.escape(chapter)}{mark}</a> '
+    evidence = link + html.escape(r["note"])
+    if r.get("changes"):
+        evidence += " <em>Changed:</em> " + html.escape(r["changes"])
+    if r.get("tolerance_basis"):
+        evidence += " <em>Tolerance:</em> " + html.escape(r["tolerance_basis"])
+    return evidence
+
+
+# %% book/record.md
 class ScorecardTable:
     """Records of `evaluate` as a table: HTML in a notebook (links to evidence), text elsewhere."""
 
@@ -1135,7 +1265,7 @@ class ScorecardTable:
                 + ("*" if r["reduced"] else "")
                 + ("†" if r["unknown_code"] else ""),
                 r["tolerance"],
-                r["status"],
+                r["status"] + (" (better)" if r.get("finding") else ""),
             )
             for r in self.records
         ]
@@ -1145,41 +1275,24 @@ class ScorecardTable:
         return "\n".join(text + [FOOTNOTE, self.summary()])
 
     def _repr_html_(self) -> str:
-        import html
-
-        colour = {"reproduced": "#1a7f37", "not reproduced": "#cf222e", "not run": "#6e7781"}
+        colour = {
+            "reproduced": "#1a7f37",
+            "reproduced with changes": "#9a6700",
+            "not reproduced": "#cf222e",
+            "not run": "#6e7781",
+        }
         heads = ("Where", "Item", "Quantity", "Paper", "Ours", "Tolerance", "Status", "Evidence")
         out = ['<table class="scorecard"><thead><tr>']
         out += [f"<th>{h}</th>" for h in heads] + ["</tr></thead><tbody>"]
         for r in self.records:
-            ours = _format_value(r["ours"], r["digits"])
-            if r["reduced"]:
-                ours += (
-                    '<sup title="rests on a reduced run: '
-                    + html.escape(", ".join(r["reduced"]))
-                    + '">*</sup>'
-                )
-            if r["unknown_code"]:
-                ours += (
-                    '<sup title="a run of uncommitted, unrecorded code: '
-                    + html.escape(", ".join(r["unknown_code"]))
-                    + '">†</sup>'
-                )
-            chapter, _, label = r["section"].partition("#")
-            link = ""
-            if chapter:
-                target = ("" if chapter == self.page else f"{chapter}.html") + (
-                    f"#{label}" if label else ""
-                )
-                mark = " §" if label else ""
-                link = f'<a href="{html.escape(target)}">{html.escape(chapter)}{mark}</a> '
-            evidence = link + html.escape(r["note"])
+            ours, evidence = _ours_html(r), _evidence_html(r, self.page)
+            status = r["status"] + ("<br>(better than the paper)" if r.get("finding") else "")
             sources = html.escape(", ".join(r["source"]))
             out.append(
                 f"<tr><td>{html.escape(r['where'])}</td><td>{html.escape(r['item'])}</td>"
                 f"<td>{html.escape(r['quantity'])}</td><td>{html.escape(_paper_cell(r))}</td>"
                 f'<td title="{sources}">{ours}</td><td>{html.escape(r["tolerance"])}</td>'
-                f'<td style="color:{colour[r["status"]]};font-weight:bold">{r["status"]}</td>'
+                f'<td style="color:{colour[r["status"]]};font-weight:bold">{status}</td>'
                 f"<td>{evidence}</td></tr>"
             )
         out.append(
@@ -1219,6 +1332,11 @@ __all__ = [
     "results_root",
     "provenance",
     "Claim",
+    "Paired",
+    "paired_difference",
+    "PAIRED_Z",
+    "TOLERANCE_Z",
+    "judge",
     "scorecard",
     "DIRECTIONS",
     "Experiment",

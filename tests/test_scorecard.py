@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import lib.record as R
@@ -68,10 +69,61 @@ def test_evaluate_compares_in_the_claims_direction(tmp_path, direction, ours, st
         direction=direction,
         expect=status,
         note="" if status == "reproduced" else "why",
+        tolerance_basis="set for the test",
     )
     record = R.evaluate(claim, tmp_path)
     assert record["status"] == status and record["source"] == ["results/x/a.json"]
     assert R.check_claims([claim], tmp_path)[0]["status"] == status
+
+
+def test_paired_difference_is_the_paired_t_statistics_mean_and_standard_error():
+    """Oracle: scipy's paired t test; its statistic is mean / se of the differences."""
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=12), rng.normal(size=12) + 0.3
+    p = R.paired_difference(a, b)
+    assert p.n == 12 and np.isclose(p.mean, np.mean(a - b))
+    assert np.isclose(p.mean / p.se, stats.ttest_rel(a, b).statistic)
+    assert R.Paired(-0.3, 0.1, 5).reading == "worse" and R.Paired(0.3, 0.1, 5).reading == "better"
+    assert R.Paired(-0.19, 0.1, 5).reading == "tie"
+    with pytest.raises(ValueError, match="one length >= 2"):
+        R.paired_difference([1.0], [2.0])
+
+
+@pytest.mark.parametrize(
+    "ours, extra, status, finding",
+    [
+        (10.4, {}, "reproduced", None),
+        (10.4, {"changes": "trained on from another run"}, "reproduced with changes", None),
+        (10.4, {"unreliable": "the tracker drifted"}, "not reproduced", None),
+        (11.0, {"better": "higher"}, "not reproduced", "better than the paper"),
+        (9.0, {"better": "higher"}, "not reproduced", None),
+        (9.0, {"better": "lower"}, "not reproduced", "better than the paper"),
+    ],
+)
+def test_the_four_statuses_and_the_finding(tmp_path, ours, extra, status, finding):
+    """A tolerance from the files (two standard errors of ours), changes, distrust, the better
+    side."""
+    _write(tmp_path, "results/x/a.json", {"rows": [{"v": ours, "se": 0.25}]})
+    claim = R.Claim(
+        "dgp",
+        "Table 9",
+        "row",
+        "v",
+        10.0,
+        ours="results/x/a.json:rows/0/v",
+        tolerance=lambda r: R.TOLERANCE_Z * r["results/x/a.json"]["rows"][0]["se"],
+        tolerance_basis="two standard errors of ours over the splits; the paper gives none",
+        expect=status,
+        note="" if status == "reproduced" else "why",
+        **extra,
+    )
+    record = R.check_claims([claim], tmp_path)[0]
+    assert (record["status"], record["finding"]) == (status, finding)
+    assert record["tolerance"] == "10.00 ± 0.5" and record["tolerance_value"] == 0.5
+    assert np.isclose(record["gap"], (ours - 10.0) / 0.5)
+    assert record["tolerance_basis"].startswith("two standard errors")
 
 
 def test_a_function_of_several_files_a_reduced_source_and_not_run(tmp_path):
@@ -89,6 +141,7 @@ def test_a_function_of_several_files_a_reduced_source_and_not_run(tmp_path):
         ours=lambda r: (
             r["results/x/b.json"]["rows"][0]["v"] - r["results/x/a.json"]["rows"][0]["v"]
         ),
+        tolerance_basis="set for the test",
     )
     skipped = R.Claim(
         "ebp", "Table 1", "AROW", "error %", 13.3, expect="not run", note="not implemented"
@@ -104,7 +157,13 @@ def test_a_function_of_several_files_a_reduced_source_and_not_run(tmp_path):
 
 def test_a_missing_results_file_is_an_error_not_a_not_run(tmp_path):
     claim = R.Claim(
-        "darn", "Table 2", "nh = 9", "log p", -138.84, ours="results/darn/gone.json:rows/0/x"
+        "darn",
+        "Table 2",
+        "nh = 9",
+        "log p",
+        -138.84,
+        ours="results/darn/gone.json:rows/0/x",
+        tolerance_basis="set for the test",
     )
     with pytest.raises(FileNotFoundError, match="results/darn/gone.json is missing"):
         R.check_claims([claim], tmp_path)
@@ -120,6 +179,7 @@ def test_check_claims_fails_when_a_status_changes(tmp_path):
         0.0,
         ours="results/x/a.json:rows/0/v",
         direction="at most",
+        tolerance_basis="set for the test",
     )
     with pytest.raises(
         AssertionError, match="nram / Table 1 / Copy: not reproduced .* the book states reproduced"
@@ -139,6 +199,10 @@ def test_check_claims_fails_when_a_status_changes(tmp_path):
         ({"ours": "rows/0/v"}, "Claim.ours must be 'results/...json:key/path'"),
         ({"ours": lambda r: 0.0}, "needs the files it reads in `sources`"),
         ({"expect": "not reproduced"}, "say why in `note`"),
+        ({"better": "up"}, "Claim.better must be one of"),
+        ({"tolerance_basis": " "}, "say where its tolerance comes from in `tolerance_basis`"),
+        ({"expect": "reproduced with changes", "note": "n"}, "'reproduced with changes' and"),
+        ({"changes": "a smaller learning rate"}, "'reproduced with changes' and"),
         (
             {"paper_value": "better", "target": None},
             "paper_value is not a number, so give `target`",
@@ -153,6 +217,7 @@ def test_a_malformed_claim_is_refused_with_the_field_named(kwargs, message):
         quantity="q",
         paper_value=1.0,
         ours="results/x/a.json:rows/0/v",
+        tolerance_basis="set for the test",
     )
     fields.update(kwargs)
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -175,6 +240,7 @@ def test_the_table_renders_as_html_and_text(tmp_path):
                 expect="not reproduced",
                 note="short",
                 section="dgp#dgp-mnist",
+                tolerance_basis="set for the test",
             )
         ],
         tmp_path,
@@ -186,15 +252,23 @@ def test_the_table_renders_as_html_and_text(tmp_path):
         and "not reproduced" in html
         and "<sup" in html
     )
-    assert "0.9716*" in repr(table) and "dgp: 0 reproduced, 1 not reproduced, 0 not run" in repr(
-        table
-    )
+    summary = "dgp: 0 reproduced, 0 reproduced with changes, 1 not reproduced, 0 not run"
+    assert "0.9716*" in repr(table) and summary in repr(table)
+    assert "Tolerance:</em> set for the test" in html
     assert 'href="dgp.html#dgp-mnist"' in R.ScorecardTable(records)._repr_html_()
 
 
 def test_a_run_of_unknown_code_is_marked(tmp_path):
     _write(tmp_path, "results/x/a.json", {"git_diff_note": "unknown", "rows": [{"v": 1.0}]})
-    claim = R.Claim("nram", "Table 1", "Copy", "error", 1.0, ours="results/x/a.json:rows/0/v")
+    claim = R.Claim(
+        "nram",
+        "Table 1",
+        "Copy",
+        "error",
+        1.0,
+        ours="results/x/a.json:rows/0/v",
+        tolerance_basis="b",
+    )
     (record,) = R.check_claims([claim], tmp_path)
     assert record["unknown_code"] == ["results/x/a.json"] and not record["reduced"]
     table = R.ScorecardTable([record])
@@ -214,6 +288,10 @@ def test_the_scorecard_covers_all_five_papers_with_valid_records(book_records):
     assert {r["paper"] for r in book_records} == set(R.PAPERS)
     for r in book_records:
         assert r["status"] in R.STATUSES and r["where"] and r["item"] and r["quantity"], r
+        if r["ours"] is not None:  # every number has a tolerance and says where it comes from
+            assert r["tolerance_basis"].strip() and r["tolerance_value"] is not None, r
+        if r["status"] != "reproduced":
+            assert r["note"].strip(), r
         for rel in r["source"]:
             assert (ROOT / rel).is_file(), rel
         if r["status"] == "not run":
@@ -239,13 +317,16 @@ def test_the_readme_gives_the_scorecards_counts(book_records):
     counts = R.scorecard_counts(book_records)
     total = {s: sum(c[s] for c in counts.values()) for s in R.STATUSES}
     said = re.search(
-        r"scorecard holds (\d+) records: (\d+) reproduced, (\d+) not reproduced,\s+(\d+) not run",
+        r"scorecard holds (\d+) records: (\d+) reproduced, (\d+) reproduced with changes, "
+        r"(\d+) not\s+reproduced, (\d+) not run; (\d+) of the records not reproduced are better",
         readme,
     )
     assert said, "README: the sentence 'the scorecard holds N records: ...' is missing"
-    assert [int(x) for x in said.groups()] == [len(book_records), *(total[s] for s in R.STATUSES)]
+    better = sum(1 for r in book_records if r["finding"] == "better than the paper")
+    expected = [len(book_records), *(total[s] for s in R.STATUSES), better]
+    assert [int(x) for x in said.groups()] == expected
     for paper, c in counts.items():
-        row = f"| {paper} | {c['reproduced']} | {c['not reproduced']} | {c['not run']} |"
+        row = "| " + " | ".join([paper, *(str(c[s]) for s in R.STATUSES)]) + " |"
         assert row in readme, f"README's row for {paper} should read {row}"
 
 
@@ -313,3 +394,45 @@ def test_the_readme_and_introduction_state_the_step_benchmark_as_it_stands():
     for page in (ROOT / "README.md", ROOT / "book" / "intro.md"):
         text = " ".join(page.read_text().split())
         assert f"faster in {said}" in text, f"{page.name} should say 'faster in {said}'"
+
+
+def test_the_reports_paired_tests_and_the_records_agree(book_records):
+    """One reading of worse and better (lib.record.PAIRED_Z): the reports' cells compute it with
+    the functions the records use, and each record's status is what that reading says."""
+    import lib.dgp_report as G
+    import lib.ebp_report as E
+
+    assert "uci_paired(" in (ROOT / "book" / "dgp_report.md").read_text()
+    assert "compare_columns(" in (ROOT / "book" / "ebp_report.md").read_text()
+    by_item = {(r["paper"], r["item"]): r for r in book_records}
+    never_worse = [c for c in G.CLAIMS if c.paper_value == "DGP never worse than SGP"]
+    assert len(never_worse) >= 10
+    for claim in never_worse:
+        label, model = claim.item.rsplit(" − ", 1)[0].rsplit(" DGP ", 1)
+        files = {f: json.loads((ROOT / f).read_text()) for f in claim.sources}
+        dataset = next(row["dataset"] for rec in files.values() for row in rec["rows"])
+        reading = G.uci_paired(files, dataset, f"DGP {model}").reading
+        record = by_item["dgp", claim.item]
+        if claim.unreliable:
+            assert record["status"] == "not reproduced", record
+        else:
+            assert (record["status"] == "reproduced") == (reading != "worse"), (reading, record)
+    rows = [
+        row
+        for f in E._TEXT_FILES + (E._AROW_FILE,)
+        for row in json.loads((ROOT / f).read_text())["rows"]
+    ]
+    for kind in ("Real", "Binary"):
+        for other, item in (
+            ("BP", f"{kind} EBP-P ≤ BP, all tasks"),
+            ("AROW", f"{kind} EBP-P ≤ AROW, all tasks"),
+        ):
+            readings = {
+                E.compare_columns(rows, task, f"{kind} EBP-P", other).reading
+                for task in E.PAPER_TABLE1
+            }
+            record = by_item["ebp", item]
+            assert (record["status"] == "reproduced") == (readings == {"better"}), (
+                readings,
+                record,
+            )
