@@ -9,6 +9,7 @@ and the claims of the scorecard; the method itself is lib.darn.
 # %% book/darn_report.md
 from __future__ import annotations
 
+import math
 import time
 from functools import partial
 
@@ -22,7 +23,7 @@ from lib.darn import DARN, NADE, AutoregressiveBernoulli, exact_log_prob
 from lib.darn import fit_mixture_of_bernoullis, importance_estimate, init_visible_bias
 from lib.darn import mean_description_length
 from lib.darn import sampling_cost, train_darn, train_likelihood
-from lib.record import Claim, experiment, run_unit
+from lib.record import TOLERANCE_Z, Claim, experiment, run_unit
 
 
 # %% book/darn_report.md
@@ -437,27 +438,58 @@ _MNIST = "results/darn/darn-mnist.{}.json:rows/0/{}"
 _UCI_NAMES = {"dna": "DNA", "mushrooms": "Mushrooms", "nips": "NIPS-0-12"}
 
 
+_SEEDS = ("small-seed1", "small-seed2")  # the one-layer DARNs from seeds 1 and 2
+_SEED_FILES = tuple(f"results/darn/darn-mnist.{part}.json" for part in _SEEDS)
+
+
+def seed_spread(records: dict, key: str) -> float:
+    """The standard deviation of one training run's `key` (test_log_prob or test_bound), pooled
+    over the one-layer DARNs (n_h = 9, 10, 16) and their seeds in the darn-mnist files of
+    `records` (each model's runs about their own mean)."""
+    runs: dict = {}
+    for record in records.values():
+        for row in record["rows"]:
+            if row.get("model", "DARN") == "DARN" and row.get("n_hidden") in (9, 10, 16):
+                runs.setdefault(row["n_hidden"], []).append(row[key])
+    resid = [v - np.mean(vs) for vs in runs.values() for v in vs]
+    dof = len(resid) - len(runs)
+    if dof < 1:
+        raise ValueError(f"seed_spread needs two runs of a model, got {runs}")
+    return float(np.sqrt(np.sum(np.square(resid)) / dof))
+
+
 def _table2(nh, key: str, value: float, part: str, expect="reproduced", note="") -> Claim:
     sign = (
         -1 if key == "test_log_prob" else 1
     )  # the paper prints -log p and the bound as positive nats
     quantity = "test log p (nats)" if key == "test_log_prob" else "test bound, -log p <= (nats)"
+    path = f"results/darn/darn-mnist.{part}.json"
+    files = tuple(
+        dict.fromkeys([*(f"results/darn/darn-mnist.nh{n}.json" for n in (9, 10, 16)), path])
+    )
+    files += _SEED_FILES
     return Claim(
         "darn",
         "Table 2",
         f"DARN nh = {nh}",
         quantity,
         sign * value,
-        tolerance=3.0,
-        tolerance_basis=_ONE_RUN_BASIS,
+        tolerance=lambda r: TOLERANCE_Z * math.sqrt(2) * seed_spread(r, key),
+        tolerance_basis=_SEEDS_BASIS,
         better="higher" if key == "test_log_prob" else "lower",
-        ours=_MNIST.format(part, key),
+        sources=files,
+        ours=lambda r: r[path]["rows"][0][key],
         section="darn_report#darn-paper-scale",
         expect=expect,
         note=note,
     )
 
 
+_SEEDS_BASIS = (
+    "two standard errors of the difference of two single runs: the spread of one run measured "
+    "over three seeds of our one-layer DARNs (pooled over n_h = 9, 10, 16), the paper's single "
+    "run taken to spread alike"
+)
 _ONE_RUN_BASIS = (
     "neither side reports an uncertainty: one training run each, on the same test images (log p "
     "exact up to n_h = 16); the spread between training runs, which would set the band, is "
@@ -470,6 +502,10 @@ _BETTER = (
     "(early stopping instead of adaptive weight noise)"
 )
 _LOOSER = "the bound is looser than the paper's: Adam overfits early; RMSprop at 3e-5 not tried"
+_WORSE500 = (
+    "ours is below the paper's by more than the spread of a run (measured on the smaller "
+    "one-layer DARNs): Adam overfits early; RMSprop at 3e-5 not tried"
+)
 
 
 # %% book/darn_report.md
@@ -477,10 +513,10 @@ _TABLE2_CLAIMS = [
     _table2(9, "test_log_prob", 138.84, "nh9", "not reproduced", _BETTER),
     _table2(9, "test_bound", 145.36, "nh9", "not reproduced", _BETTER),
     _table2(10, "test_log_prob", 133.70, "nh10"),
-    _table2(10, "test_bound", 140.86, "nh10"),
-    _table2(16, "test_log_prob", 122.80, "nh16"),
+    _table2(10, "test_bound", 140.86, "nh10", "not reproduced", _BETTER),
+    _table2(16, "test_log_prob", 122.80, "nh16", "not reproduced", _BETTER),
     _table2(16, "test_bound", 130.94, "nh16", "not reproduced", _BETTER),
-    _table2(500, "test_log_prob", 84.71, "nh500"),
+    _table2(500, "test_log_prob", 84.71, "nh500", "not reproduced", _WORSE500),
     _table2(500, "test_bound", 90.31, "nh500", "not reproduced", _LOOSER),
 ]
 
@@ -627,6 +663,7 @@ __all__ = [
     "UCI_PRESETS",
     "MNIST_PRESETS",
     "run_darn_uci",
+    "seed_spread",
     "run_darn_mnist",
     "CLAIMS",
 ]
