@@ -443,10 +443,20 @@ def _best_by_ais(records: dict, key: str) -> float:
     return max(trusted, key=lambda r: r["test_ll_ais"])[key]
 
 
-def _ais_tolerance(paper_3sd: float, high: float, low: float) -> float:
-    """TOLERANCE_Z standard errors of the difference of two AIS estimates, from the paper's 3 sd
-    and our interval (low, high) of 3 sd on either side."""
-    return TOLERANCE_Z * math.hypot(paper_3sd / 3, (high - low) / 6)
+# %% book/partition_report.md
+def _tolerance(col: str, paper_3sd: float, pick) -> dict:
+    """The tolerance and its basis of a record of column `col` ("AIS" or "Kalman"); pick(records,
+    key) reads `key` of the model the record scores. An AIS record's tolerance is TOLERANCE_Z
+    standard errors of the difference of two AIS estimates, from the paper's 3 sd and our
+    interval (low, high) of 3 sd on either side."""
+    if col != "AIS":
+        return {"tolerance": 3.0, "tolerance_basis": _TRACKED_BASIS}
+
+    def tolerance(records: dict) -> float:
+        spread = pick(records, "test_ll_ais_high") - pick(records, "test_ll_ais_low")
+        return TOLERANCE_Z * math.hypot(paper_3sd / 3, spread / 6)
+
+    return {"tolerance": tolerance, "tolerance_basis": _AIS_BASIS}
 
 
 _AIS_BASIS = (
@@ -538,18 +548,7 @@ CLAIMS = [
             "test log-likelihood of the chosen RBM (nats)",
             PAPER_TABLE1[d][col],
             paper_error=PAPER_TABLE1[d]["AIS_3sd"] if col == "AIS" else None,
-            **(
-                {
-                    "tolerance": lambda r, d=d: _ais_tolerance(
-                        PAPER_TABLE1[d]["AIS_3sd"],
-                        _chosen(r, "test_ll_ais_high"),
-                        _chosen(r, "test_ll_ais_low"),
-                    ),
-                    "tolerance_basis": _AIS_BASIS,
-                }
-                if col == "AIS"
-                else {"tolerance": 3.0, "tolerance_basis": _TRACKED_BASIS}
-            ),
+            **_tolerance(col, PAPER_TABLE1[d]["AIS_3sd"], _chosen),
             sources=tuple(f"results/partition/partition-uci.{d}{w}.json" for w in ("", "-wide")),
             ours=lambda r, key=key: _chosen(r, key),
             section="partition_report#partition-paper-scale",
@@ -573,18 +572,7 @@ CLAIMS = [
             "(nats)",
             PAPER_LARGE[d][col],
             paper_error=PAPER_LARGE[d]["AIS_3sd"] if col == "AIS" else None,
-            **(
-                {
-                    "tolerance": lambda r, d=d: _ais_tolerance(
-                        PAPER_LARGE[d]["AIS_3sd"],
-                        _best_by_ais(r, "test_ll_ais_high"),
-                        _best_by_ais(r, "test_ll_ais_low"),
-                    ),
-                    "tolerance_basis": _AIS_BASIS,
-                }
-                if col == "AIS"
-                else {"tolerance": 3.0, "tolerance_basis": _TRACKED_BASIS}
-            ),
+            **_tolerance(col, PAPER_LARGE[d]["AIS_3sd"], _best_by_ais),
             sources=_LARGE[d],
             ours=lambda r, key=key: _best_by_ais(r, key),
             section="partition_report#partition-paper-scale",

@@ -876,11 +876,16 @@ class Paired(NamedTuple):
     n: int
 
     @property
+    def margin(self) -> float:
+        """How far the mean clears PAIRED_Z standard errors: positive iff A is better than B."""
+        return self.mean - PAIRED_Z * self.se
+
+    @property
     def reading(self) -> str:
         """'worse', 'better' or 'tie': the book's one reading of a paired comparison (PAIRED_Z)."""
         if self.mean < -PAIRED_Z * self.se:
             return "worse"
-        return "better" if self.mean > PAIRED_Z * self.se else "tie"
+        return "better" if self.margin > 0 else "tie"
 
 
 def paired_difference(a, b) -> Paired:

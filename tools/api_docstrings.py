@@ -2,10 +2,10 @@
 
 The library's docstrings are plain text (shapes, formulas like `p(x | h)`, aligned lists), not
 reStructuredText: read as RST they would be mangled or warned about (`|x|` is a substitution).
-Each docstring is rendered as a plain-text block, verbatim, under the signature autodoc gives.
-A Flax NNX module's class signature is its __init__'s (autodoc would show the metaclass's
-`(*args, **kwargs)`). The directive `.. lib-helpers:: lib.<module>` documents the module's helpers:
-the names it defines (functions, classes, constants) that its `__all__` leaves out.
+Each docstring is rendered as a plain-text block, verbatim, under the signature autodoc gives
+(a Flax NNX class's is its __init__'s: lib.toolkit.constructor_signatures). The directive
+`.. lib-helpers:: lib.<module>` documents the module's helpers: the names it defines (functions,
+classes, constants) that its `__all__` leaves out.
 """
 
 from __future__ import annotations
@@ -28,19 +28,6 @@ def literal_docstring(app, what, name, obj, options, lines: list[str]) -> None:
         return
     body = [f"   {line}" if line.strip() else "" for line in lines]
     lines[:] = [".. code-block:: text", "", *body, ""]
-
-
-def class_signature(app, what, name, obj, options, signature, return_annotation):
-    if what != "class" or signature is None or "*args" not in signature:
-        return None
-    init = obj.__dict__.get("__init__") or getattr(obj, "__init__", None)
-    if init is None or init is object.__init__:
-        return None
-    sig = inspect.signature(init)
-    params = list(sig.parameters.values())[1:]  # without self
-    text = str(sig.replace(parameters=params, return_annotation=inspect.Signature.empty))
-    # string annotations (from __future__ import annotations) print quoted
-    return text.replace("'", ""), None
 
 
 def helper_names(module_name: str) -> list[str]:
@@ -83,6 +70,5 @@ class LibHelpers(SphinxDirective):
 def setup(app):
     app.setup_extension("sphinx.ext.autodoc")
     app.connect("autodoc-process-docstring", literal_docstring)
-    app.connect("autodoc-process-signature", class_signature)
     app.add_directive("lib-helpers", LibHelpers)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
