@@ -87,6 +87,7 @@ def test_paired_difference_is_the_paired_t_statistics_mean_and_standard_error():
     assert np.isclose(p.mean / p.se, stats.ttest_rel(a, b).statistic)
     assert R.Paired(-0.3, 0.1, 5).reading == "worse" and R.Paired(0.3, 0.1, 5).reading == "better"
     assert R.Paired(-0.19, 0.1, 5).reading == "tie"
+    assert np.isclose(R.Paired(0.3, 0.1, 5).margin, 0.3 - R.PAIRED_Z * 0.1)
     with pytest.raises(ValueError, match="one length >= 2"):
         R.paired_difference([1.0], [2.0])
 
