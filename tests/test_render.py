@@ -203,3 +203,80 @@ def test_equation_numbers_are_per_section_and_never_an_integer():
             numbers[page.stem] = shown
     assert {"darn", "partition", "ebp", "nram", "dgp"} <= set(numbers), sorted(numbers)
     assert all(shown[0] == "1.1" for shown in numbers.values()), numbers
+
+
+INFO = (
+    "document.querySelector('#scorecard-search').closest('.dt-container')"
+    ".querySelector('.dt-info').innerText"
+)
+SEARCH = f"""
+const inputs = Array.from(document.querySelectorAll('#scorecard-search thead input'));
+return {{info: {INFO}, column: inputs.findIndex(i => i.placeholder === 'Status')}};
+"""
+
+
+def _entries(info: str) -> int:
+    """The number of rows DataTables says it shows after filtering ("... of 17 entries ...")."""
+    return int(re.search(r"of ([\d,]+) entries", info).group(1).replace(",", ""))
+
+
+def test_the_searchable_scorecard_filters_sorts_links_and_works_offline(site, browser):
+    for url in (site + "book/reproduces.html", (HTML / "book" / "reproduces.html").as_uri()):
+        browser.get(url)  # served, and from the file system (offline)
+        assert wait_for(
+            browser, "return document.querySelector('#scorecard-search.dataTable') !== null"
+        ), f"the searchable scorecard did not start at {url}"
+        static = browser.execute_script(
+            "return Array.from(document.querySelectorAll('table.scorecard tbody tr'))"
+            ".map(tr => tr.cells[6].innerText)"
+        )
+        state = browser.execute_script(SEARCH)
+        assert _entries(state["info"]) == len(static), state  # every record, once
+        status = state["column"]
+        browser.execute_script(
+            "const i = document.querySelectorAll('#scorecard-search thead input')[arguments[0]];"
+            "i.value = arguments[1]; i.dispatchEvent(new Event('input', {bubbles: true}));"
+            "i.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true}));",
+            status,
+            "not run",
+        )
+        want = sum(s.startswith("not run") for s in static)
+        assert wait_for(browser, f"return {INFO}.includes('of {want} entries')"), (
+            browser.execute_script(SEARCH),
+            want,
+        )
+    # sorting by the gap, in units of the tolerance (the records without one, as "not run", read
+    # NaN): all the rows on one page, then click its heading, twice
+    browser.execute_script(
+        "const i = document.querySelectorAll('#scorecard-search thead input')[arguments[0]];"
+        "i.value = ''; i.dispatchEvent(new Event('input', {bubbles: true}));"
+        "i.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true}));",
+        status,
+    )
+    browser.execute_script(
+        "const s = document.querySelector('#scorecard-search').closest('.dt-container')"
+        ".querySelector('.dt-length select');"
+        "s.value = '150'; s.dispatchEvent(new Event('change', {bubbles: true}));"
+    )
+    gap = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#scorecard-search thead input'))"
+        ".findIndex(i => i.placeholder === 'Gap')"
+    )
+    read = (
+        "return Array.from(document.querySelectorAll('#scorecard-search tbody tr'))"
+        f".map(tr => parseFloat(tr.cells[{gap}].innerText)).filter(v => !isNaN(v))"
+    )
+    for direction in ("ascending", "descending"):
+        browser.execute_script(
+            "document.querySelectorAll('#scorecard-search thead th')[arguments[0]]"
+            ".querySelector('.dt-column-order').click()",
+            gap,
+        )
+        time.sleep(0.5)
+        values = browser.execute_script(read)
+        assert values and values == sorted(values, reverse=direction == "descending"), values
+    links = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#scorecard-search tbody a'))"
+        ".map(a => a.getAttribute('href'))"
+    )
+    assert links and all(re.fullmatch(r"[a-z_]+\.html#[-a-z0-9]+", h) for h in links), links[:5]
