@@ -133,7 +133,9 @@ def main(argv=None) -> int:
         def train(steps):
             """A fresh model trained `steps` steps; (model, history, seconds including
             compilation)."""
-            model = build_dgp(np.asarray(x[:10_000]), np.asarray(y[:10_000]), 2, num_inducing=100)
+            model = build_dgp(
+                np.asarray(x[:10_000]), np.asarray(y[:10_000]), 2, num_inducing=100, whiten=False
+            )
             model.num_data = args.points  # the bound of all N points, estimated from each minibatch
             t = time.perf_counter()
             model, history = train_dgp(

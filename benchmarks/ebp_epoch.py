@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from functools import partial
 import time
 
 from common import Record
@@ -45,26 +46,28 @@ def main(argv=None) -> int:
         argv,
     )
     methods = {
-        "Real EBP": lambda **kw: train_ebp(kind="real", **kw),
-        "Binary EBP": lambda **kw: train_ebp(kind="binary", **kw),
-        "BP (cross-entropy, SGD)": lambda **kw: train_bp(lr=0.1, loss="ce", **kw),
+        "Real EBP": (train_ebp, "real"),
+        "Binary EBP": (train_ebp, "binary"),
+        "BP (cross-entropy, SGD)": (partial(train_bp, learning_rate=0.1, loss="ce"), "real"),
     }
 
-    def run(train, epochs):
+    def run(train, kind, epochs):
         began = time.perf_counter()
         net, _ = train(
-            net=init_ebp(jax.random.key(0), sizes),
-            x=x,
-            y=y,
-            key=jax.random.key(1),
+            init_ebp(jax.random.key(0), sizes, kind=kind),
+            x,
+            y,
+            seed=jax.random.key(1),
             epochs=epochs,
             batch_size=10,
         )
         jax.block_until_ready(net)
         return time.perf_counter() - began
 
-    for name, train in methods.items():
-        per_epoch = statistics.median((run(train, 3) - run(train, 1)) / 2 for _ in range(3))
+    for name, (train, kind) in methods.items():
+        per_epoch = statistics.median(
+            (run(train, kind, 3) - run(train, kind, 1)) / 2 for _ in range(3)
+        )
         record.add(
             method=name,
             seconds_per_epoch=round(per_epoch, 4),

@@ -48,7 +48,9 @@ def main(argv=None) -> int:
         train_sml_pt,
     )
 
-    settings = dict(lr=0.01, alpha=1e3, betas=linear_betas(10), n_chains=20, batch_size=20)
+    settings = dict(
+        learning_rate=0.01, alpha=1e3, betas=linear_betas(10), n_chains=20, batch_size=20
+    )
     record = Record(
         "partition-tracking",
         {
@@ -67,16 +69,14 @@ def main(argv=None) -> int:
     data = load_binarized_mnist()
     base = log_odds_of_mean(data.train)
     rbm = RBM(784, 25, rngs=nnx.Rngs(0), visible_bias=base)
-    res = train_sml_pt(
-        rbm, data.train, jax.random.key(0), steps=args.steps, eval_every=args.steps, **settings
-    )
+    res = train_sml_pt(rbm, data.train, seed=0, steps=args.steps, eval_every=args.steps, **settings)
     exact = exact_log_z(res.model)
-    tracked = res.evals[-1]["log_z"]
+    tracked = res.history.evals[-1]["log_z"]
     tracker_error = abs(tracked - exact)
     timing = time_sml_pt(
         RBM(784, 25, rngs=nnx.Rngs(0), visible_bias=base),
         data.train,
-        jax.random.key(1),
+        seed=1,
         steps=2000,
         repeats=5,
         **settings,

@@ -26,6 +26,7 @@ from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Key, Maybe,
 from lib.toolkit import constructor_signatures
 from lib.toolkit import Progress, add_to_class, check_array, checks, fit, minibatches
 from lib.toolkit import nnx_model, nnx_step, nnx_train_state, restore_checkpoint, save_checkpoint
+from lib.toolkit import History, Seed, Trained, renamed, seed_key
 
 
 # %% book/darn.md
@@ -660,7 +661,7 @@ _LOOP_CONTRACTS = dict(
     optimizer=OneOf(*OPTIMIZERS),
     eval_every=Int(1),
     patience=Maybe(Int(1)),
-    seed=Int(0),
+    seed=Seed(),
     progress=Bool(),
     log_every=Int(1),
     checkpoint_every=Int(1),
@@ -713,20 +714,20 @@ def fit_with_validation(
     valid_fn=None,
     eval_every: int = 5000,
     patience: int | None = None,
-    seed: int = 0,
+    seed=0,
     progress: bool = True,
     log_every: int = 100,
     desc: str = "train",
     checkpoint_dir=None,
     checkpoint_every: int = 1000,
-):
+) -> Trained:
     """Train target on minibatches of x_train, keeping the parameters with the lowest valid_fn
     (Section 7).
 
     loss_fn(module, batch, key) -> (loss, metrics); valid_fn(module) -> float, measured every
     eval_every steps (None: no validation, the last parameters are returned); patience: stop after
-    that many measurements without improvement. Returns (module, history) with the training metrics
-    and history["valid_step"], history["valid"], history["best_step"].
+    that many measurements without improvement. Returns Trained(module, history): a new module,
+    and the training metrics with history["valid_step"], history["valid"] and history.best_step.
     checkpoint_dir: checkpoint every `checkpoint_every` steps and after each validation there, and
     resume from the latest checkpoint found there (the result is that of an uninterrupted run).
     """
@@ -736,7 +737,7 @@ def fit_with_validation(
         )
     tx = OPTIMIZERS[optimizer](learning_rate)
     graphdef, state = nnx_train_state(target, tx)
-    step, key = nnx_step(graphdef, tx, loss_fn), jax.random.key(seed)
+    step, key = nnx_step(graphdef, tx, loss_fn), seed_key(seed)
     data = minibatches(x_train, batch_size, key=jax.random.fold_in(key, 1))
     history, best, t = {"valid_step": [], "valid": []}, (math.inf, steps, state), 0
     every = eval_every if valid_fn is not None else steps
@@ -761,9 +762,8 @@ def fit_with_validation(
             stopped = _patience_spent(history["valid"], patience)
         if validated is not None:
             _save_validated(validated, t, state, best, history, stopped)
-    history["best_step"] = best[1]
     model = nnx_model(graphdef, best[2] if valid_fn is not None else state)
-    return model, {k: np.asarray(v) for k, v in history.items()}
+    return Trained(model, History(history, best_step=best[1]))
 
 
 # %% book/darn.md
@@ -790,13 +790,14 @@ def train_darn(
     sparsity_target: float | None = None,
     sparsity_weight: float = 0.0,
     valid_samples: int = 1,
-    seed: int = 0,
+    seed=0,
     progress: bool = True,
     log_every: int = 100,
     checkpoint_dir=None,
     checkpoint_every: int = 1000,
-):
-    """Minimise the description length of x_train (Sections 4-5); returns (model, history).
+) -> Trained:
+    """Minimise the description length of x_train (Sections 4-5); returns Trained(model,
+    history), the model a new one (see fit_with_validation). seed: an integer or a JAX key.
 
     estimator: "darn" (Appendix A) or "reinforce" (learned baseline). With x_valid, the validation
     description length is measured every eval_every steps (the mean over valid_samples codes per
@@ -813,11 +814,11 @@ def train_darn(
         )
     sparsity = dict(sparsity_target=sparsity_target, sparsity_weight=sparsity_weight)
     loss = partial(darn_loss, **sparsity) if estimator == "darn" else reinforce_loss
-    target = model if estimator == "darn" else Reinforce(model, rngs=nnx.Rngs(seed))
+    target = model if estimator == "darn" else Reinforce(model, rngs=nnx.Rngs(seed_key(seed)))
     unwrap = (lambda m: m) if estimator == "darn" else (lambda m: m.model)  # noqa: E731
     valid_fn = None
     if x_valid is not None:
-        x_valid, valid_key = model.check_x(x_valid, "x_valid"), jax.random.key(seed + 1)
+        x_valid, valid_key = model.check_x(x_valid, "x_valid"), _valid_key(seed)
 
         def valid_fn(m):
             return mean_description_length(unwrap(m), x_valid, valid_key, num_samples=valid_samples)
@@ -840,7 +841,15 @@ def train_darn(
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=checkpoint_every,
     )
-    return unwrap(trained), history
+    return Trained(unwrap(trained), history)
+
+
+# %% book/darn.md
+def _valid_key(seed) -> jax.Array:
+    """The key of the validation codes: key(seed + 1) for an integer seed, else folded in."""
+    if isinstance(seed, (int, np.integer)):
+        return jax.random.key(int(seed) + 1)
+    return jax.random.fold_in(seed_key(seed), 1_000_001)
 
 
 # %% book/darn.md
@@ -879,12 +888,13 @@ def _mixture_log_prob(log_weights, logits, x):
 
 
 # %% book/darn.md
+@renamed(max_iterations="steps")
 @checks(
     num_components=Int(1),
-    max_iterations=Int(1),
+    steps=Int(1),
     alpha=Float(0, low_open=True),
     tol=Float(0),
-    seed=Int(0),
+    seed=Seed(),
     batch=Int(1),
     progress=Bool(),
 )
@@ -893,18 +903,20 @@ def fit_mixture_of_bernoullis(
     num_components: int,
     *,
     x_valid=None,
-    max_iterations: int = 200,
+    steps: int = 200,
     alpha: float = 1.0,
     tol: float = 1e-3,
-    seed: int = 0,
+    seed=0,
     batch: int = 5000,
     dtype=jnp.float32,
     progress: bool = True,
-) -> tuple:
-    """EM for a mixture of Bernoullis (Section 8); returns (model, history of train/valid
-    log-likelihoods). progress: report the iterations (toolkit `Progress`).
+) -> Trained:
+    """EM for a mixture of Bernoullis (Section 8); returns Trained(model, history): the train and
+    valid log-likelihoods per EM step (history["train"], history["valid"]). batch: rows per
+    E-step computation (memory, not a minibatch: every EM step sees all the data). progress: report
+    the iterations (toolkit `Progress`).
 
-    Stops after max_iterations, when the training log-likelihood gains less than tol nats per
+    Stops after `steps` EM steps, when the training log-likelihood gains less than tol nats per
     example, or (with x_valid) when the validation log-likelihood falls; returns the parameters of
     the best validation iteration.
     """
@@ -913,7 +925,7 @@ def fit_mixture_of_bernoullis(
         raise ValueError(f"num_components must be positive, got {num_components}")
     N, D = x.shape
     K = num_components
-    key = jax.random.key(seed)
+    key = seed_key(seed)
     start = x[jax.random.choice(key, N, (K,), replace=N < K)]
     mu = 0.5 * start + 0.25 + 0.1 * jax.random.uniform(jax.random.fold_in(key, 1), (K, D), dtype)
     model = MixtureOfBernoullis(jnp.full((K,), -math.log(K), dtype), jnp.log(mu) - jnp.log1p(-mu))
@@ -927,8 +939,8 @@ def fit_mixture_of_bernoullis(
 
     history = {"train": [], "valid": []}
     best = (-math.inf, model.log_weights[...], model.logits[...])
-    report = Progress(max_iterations, f"EM, {K} components", enabled=progress)
-    for _ in range(max_iterations):
+    report = Progress(steps, f"EM, {K} components", enabled=progress)
+    for _ in range(steps):
         ll, Nk, Sx = 0.0, 0.0, 0.0
         for i in range(0, N, batch):
             a, b, c = statistics(model.log_weights[...], model.logits[...], x[i : i + batch])
@@ -950,7 +962,7 @@ def fit_mixture_of_bernoullis(
     report.close()
     if x_valid is not None:
         model.log_weights[...], model.logits[...] = best[1], best[2]
-    return model, history
+    return Trained(model, History(history))
 
 
 # %% book/darn.md
@@ -1008,10 +1020,27 @@ def likelihood_loss(model, x, key):
     return -jnp.mean(model.log_prob(x)), {}
 
 
-@checks(model=Instance(nnx.Module), steps=Int(1))
-def train_likelihood(model: nnx.Module, x_train, *, steps: int, x_valid=None, **kwargs):
-    """Maximum likelihood for FVSBN (an AutoregressiveBernoulli) or NADE, with early stopping
-    (Section 8)."""
+# %% book/darn.md
+@checks(model=Instance(nnx.Module), **_LOOP_CONTRACTS)
+def train_likelihood(
+    model: nnx.Module,
+    x_train,
+    *,
+    steps: int,
+    batch_size: int = 100,
+    learning_rate: float = 1e-3,
+    optimizer: str = "adam",
+    x_valid=None,
+    eval_every: int = 5000,
+    patience: int | None = None,
+    seed=0,
+    progress: bool = True,
+    log_every: int = 100,
+    checkpoint_dir=None,
+    checkpoint_every: int = 1000,
+) -> Trained:
+    """Maximum likelihood for FVSBN (an AutoregressiveBernoulli) or NADE, with early stopping on
+    x_valid (Section 8); returns Trained(model, history), as fit_with_validation."""
     x_train = jnp.asarray(check_array(x_train, "x_train", binary=True, ndim=2), jnp.float32)
     valid_fn = None
     if x_valid is not None:
@@ -1022,9 +1051,18 @@ def train_likelihood(model: nnx.Module, x_train, *, steps: int, x_valid=None, **
         likelihood_loss,
         x_train,
         steps=steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
         valid_fn=valid_fn,
+        eval_every=eval_every,
+        patience=patience,
+        seed=seed,
+        progress=progress,
+        log_every=log_every,
         desc=type(model).__name__,
-        **kwargs,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
     )
 
 

@@ -79,14 +79,14 @@ def _mnist_mob_unit(config: dict, data, K: int, _) -> dict:
         x_valid=data.valid,
         seed=config["seed"],
         batch=batch,
-        max_iterations=config["mixture_iterations"],
+        steps=config["mixture_iterations"],
     )
     return {
         "model": "MoB",
         "components": K,
         "iterations": len(hist["train"]),
         "train_seconds": round(time.perf_counter() - began, 1),
-        "valid_curve": hist["valid"],
+        "valid_curve": hist["valid"].tolist(),
         "test_log_prob": float(jnp.mean(mob.log_prob(data.test, batch=batch))),
         "method": "exact",
     }
@@ -115,7 +115,7 @@ def _mnist_trained(config: dict, data, model, kind: str, checkpoint_dir, **train
         "layers": len(model.sizes) - 1,
         "n_deterministic": hidden.out_features if hidden else 0,
         "steps": config["steps"],
-        "best_step": int(hist["best_step"]),
+        "best_step": int(hist.best_step),
         "train_seconds": round(time.perf_counter() - began, 1),
         "valid_curve": [[int(s), float(v)] for s, v in zip(hist["valid_step"], hist["valid"])],
         "test_bound": mean_description_length(
@@ -269,7 +269,7 @@ def _uci_epochs(hist: dict, data) -> dict:
     """The best epoch and the epochs run, from a training history."""
     per_epoch = data.train.shape[0] // 100
     run = int(hist["valid_step"][-1]) // per_epoch if len(hist["valid_step"]) else 0
-    return {"best_epoch": int(hist["best_step"]) // per_epoch, "epochs_run": run}
+    return {"best_epoch": int(hist.best_step) // per_epoch, "epochs_run": run}
 
 
 def _uci_test(data):

@@ -11,7 +11,9 @@ experiments and the claims are lib.ebp_report.
 # %% book/ebp.md
 from __future__ import annotations
 
+import dataclasses
 import math
+import warnings
 from functools import partial
 from typing import NamedTuple, Sequence
 
@@ -24,6 +26,7 @@ from lib.toolkit import Array, Float, Function, Instance, Int, Key, Maybe, NonFi
 from lib.toolkit import constructor_signatures
 from lib.toolkit import Bool, Progress, checks
 from lib.toolkit import check_array, restore_checkpoint, save_checkpoint
+from lib.toolkit import History, Seed, Trained, renamed, seed_key
 
 
 # %% book/ebp.md
@@ -140,19 +143,32 @@ def _outer_add(w, g, x):
 KINDS = ("binary", "real")
 
 
-class EBPNet(NamedTuple):
+@partial(jax.tree_util.register_dataclass, data_fields=["fields", "biases"], meta_fields=["kind"])
+@dataclasses.dataclass(frozen=True)
+class EBPNet:
     """Mean-field posterior of a sign network. fields[l] (out, in): for binary weights the field h
     with P(W = +1) = sigmoid(2h), mean tanh(h); for real weights the posterior mean (variance fixed
-    at 1). biases[l] (out,): real biases, point estimates updated like weights with input 1."""
+    at 1). biases[l] (out,): real biases, point estimates updated like weights with input 1.
+    kind: "binary" or "real", the weights' kind, which every function of the network reads from
+    here (None: a network built without it, whose kind each call must give)."""
 
     fields: tuple
     biases: tuple
+    kind: str | None = None
 
 
-@checks(key=Key(), sigma_w=Float(0, low_open=True))
-def init_ebp(key, sizes: Sequence[int], *, sigma_w: float = 1.0) -> EBPNet:
-    """fields ~ U(-1/2, 1/2) sqrt(12 sigma_w / K): variance sigma_w / K (the authors' code); biases
-    0."""
+@checks(key=Key(), kind=Maybe(OneOf(*KINDS)), sigma_w=Float(0, low_open=True))
+def init_ebp(key, sizes: Sequence[int], *, kind: str | None = None, sigma_w: float = 1.0) -> EBPNet:
+    """A network of layer widths `sizes` (inputs first) with `kind` weights, "binary" or "real":
+    fields ~ U(-1/2, 1/2) sqrt(12 sigma_w / K), variance sigma_w / K (the authors' code); biases 0.
+    Without `kind` (deprecated) the network does not know its kind and each call must name it."""
+    if kind is None:
+        warnings.warn(
+            "init_ebp without kind= is deprecated: build the network with kind='binary' or "
+            "kind='real', and its functions read the kind from it",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     for n in sizes:
         Int(1).check(n, "sizes")
     if len(sizes) < 2:
@@ -164,17 +180,39 @@ def init_ebp(key, sizes: Sequence[int], *, sigma_w: float = 1.0) -> EBPNet:
         (jax.random.uniform(k, (o, i)) - 0.5) * math.sqrt(12 * sigma_w / i)
         for k, i, o in zip(keys, sizes[:-1], sizes[1:])
     )
-    return EBPNet(fields, tuple(jnp.zeros(o) for o in sizes[1:]))
+    return EBPNet(fields, tuple(jnp.zeros(o) for o in sizes[1:]), kind)
 
 
+# %% book/ebp.md
+def net_kind(net: EBPNet, kind: str | None = None) -> str:
+    """The kind of `net`'s weights: the one it was built with; `kind`, if given, must agree (a
+    network built without a kind takes it from the call)."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if net.kind is None:
+        if kind is None:
+            raise ValueError(
+                "the network was built without a kind: build it with init_ebp(..., kind='binary' "
+                "or 'real'), or pass kind="
+            )
+        return kind
+    if kind is not None and kind != net.kind:
+        raise ValueError(
+            f"kind={kind!r} contradicts the network, whose weights are {net.kind} "
+            f"(init_ebp(..., kind={net.kind!r})); leave kind out"
+        )
+    return net.kind
+
+
+# %% book/ebp.md
 @checks(kind=OneOf(*KINDS))
 def weight_mean(h, kind: str):
     """<W>, the mean of a weight under its factor with parameter h: tanh h (binary), h (real)."""
     return jnp.tanh(h) if kind == "binary" else h
 
 
-@checks(net=Instance(EBPNet), kind=OneOf(*KINDS), extra_var=Float(0))
-def ebp_forward(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
+@checks(net=Instance(EBPNet), kind=Maybe(OneOf(*KINDS)), extra_var=Float(0))
+def ebp_forward(net: EBPNet, x, kind: str | None = None, *, extra_var: float = 1.0):
     """Eq. 4.1-4.2: mean and variance of every layer's normalised input u = (W v + b) / sqrt(K + 1),
     and the mean <v> of its sign, under the factorised posterior and the large fan-in Gaussian
     approximation.
@@ -182,6 +220,7 @@ def ebp_forward(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
     Returns (inputs, mus, variances, <v_L>): inputs[l] is <v_{l-1}> (x for l = 0), each (B, width).
     extra_var: a constant added to every layer's summed variance (1 in the authors' code).
     """
+    kind = net_kind(net, kind)
     width = net.fields[0].shape[1]
     if not isinstance(x, SparseRows) and (jnp.ndim(x) != 2 or jnp.shape(x)[1] != width):
         raise ValueError(
@@ -239,10 +278,11 @@ def asymptotic_output_delta(mu, var, y):
     return jnp.where(y * mu < 0, -mu / var, 0.0)
 
 
-@checks(net=Instance(EBPNet), kind=OneOf(*KINDS), extra_var=Float(0))
-def ebp_update(net: EBPNet, x, y, kind: str, *, extra_var: float = 1.0) -> EBPNet:
+@checks(net=Instance(EBPNet), kind=Maybe(OneOf(*KINDS)), extra_var=Float(0))
+def ebp_update(net: EBPNet, x, y, kind: str | None = None, *, extra_var: float = 1.0) -> EBPNet:
     """One Bayes-like update (eqs. 4.3-4.5) from a minibatch: x (B, M) or SparseRows, y (B, n_out)
     in {-1, 1}."""
+    kind = net_kind(net, kind)
     inputs, mus, variances, _ = ebp_forward(net, x, kind, extra_var=extra_var)
     deltas = [output_delta(mus[-1], variances[-1], y)]
     for l in range(len(net.fields) - 1, 0, -1):  # eq. 4.4
@@ -259,12 +299,12 @@ def ebp_update(net: EBPNet, x, y, kind: str, *, extra_var: float = 1.0) -> EBPNe
         step = deltas[l] / math.sqrt(h.shape[1] + 1.0)
         fields.append(_outer_add(h, step, inputs[l]) if l == 0 else h + step.T @ inputs[l])
         biases.append(b + jnp.sum(step, 0))
-    return EBPNet(tuple(fields), tuple(biases))
+    return EBPNet(tuple(fields), tuple(biases), net.kind)
 
 
 # %% book/ebp.md
-@checks(net=Instance(EBPNet), kind=OneOf(*KINDS), extra_var=Float(0))
-def ebp_p(net: EBPNet, x, kind: str, *, extra_var: float = 1.0):
+@checks(net=Instance(EBPNet), kind=Maybe(OneOf(*KINDS)), extra_var=Float(0))
+def ebp_p(net: EBPNet, x, kind: str | None = None, *, extra_var: float = 1.0):
     """EBP-P (eq. 4.7): the Bayes output; for one output unit, sign(<v_L>). Returns <v_L>."""
     return ebp_forward(net, x, kind, extra_var=extra_var)[3]
 
@@ -279,17 +319,21 @@ def sign_network(weights, biases, x):
     return v
 
 
-@checks(net=Instance(EBPNet), kind=OneOf(*KINDS))
-def ebp_d(net: EBPNet, x, kind: str):
+@checks(net=Instance(EBPNet), kind=Maybe(OneOf(*KINDS)))
+def ebp_d(net: EBPNet, x, kind: str | None = None):
     """EBP-D (eq. 4.6): the network of the most probable weights, sign(h) (binary) or the mean
     (real)."""
+    kind = net_kind(net, kind)
     return sign_network([jnp.sign(h) if kind == "binary" else h for h in net.fields], net.biases, x)
 
 
-@checks(net=Instance(EBPNet), kind=OneOf(*KINDS), key=Key(), n_networks=Int(1))
-def ebp_ensemble(net: EBPNet, x, kind: str, key, n_networks: int = 16):
+@checks(net=Instance(EBPNet), kind=Maybe(OneOf(*KINDS)), key=Maybe(Key()), n_networks=Int(1))
+def ebp_ensemble(net: EBPNet, x, kind: str | None = None, key=None, n_networks: int = 16):
     """Mean output sign of n_networks sign networks with weights drawn from the factorised
     posterior."""
+    kind = net_kind(net, kind)
+    if key is None:
+        raise TypeError("ebp_ensemble() needs key=, a JAX key")
 
     def one(k):
         ks = jax.random.split(k, len(net.fields))
@@ -305,6 +349,7 @@ def ebp_ensemble(net: EBPNet, x, kind: str, key, n_networks: int = 16):
     return jnp.mean(jax.lax.map(one, jax.random.split(key, n_networks)), 0)
 
 
+# %% book/ebp.md
 @checks(output=Array(), y=Array())
 def error_rate(output, y) -> float:
     """Share of rows classified wrongly. Labels with one +1 per row over several outputs (classes
@@ -339,6 +384,19 @@ def one_vs_rest(labels, n_classes: int) -> np.ndarray:
     if labels.ndim != 1 or labels.size and (labels.min() < 0 or labels.max() >= n_classes):
         raise ValueError(f"labels must be a vector of integers in 0..{n_classes - 1}")
     return np.where(labels[:, None] == np.arange(n_classes), 1.0, -1.0).astype(np.float32)
+
+
+@checks(net=Instance(EBPNet), method=OneOf("EBP-P", "EBP-D"), extra_var=Float(0))
+def predict_labels(net: EBPNet, x, *, method: str = "EBP-P", extra_var: float = 1.0) -> np.ndarray:
+    """The labels `net` gives the rows of x, by EBP-P (the Bayes output, eq. 4.7) or EBP-D (the most
+    probable weights, eq. 4.6): with one output, -1 or +1 (n,) (a zero output reads as +1); with
+    several, the class 0..n_out-1 of the largest output (classes coded by `one_vs_rest`)."""
+    x = _as_device(check_inputs(x))
+    out = ebp_p(net, x, extra_var=extra_var) if method == "EBP-P" else ebp_d(net, x)
+    out = np.asarray(out)
+    if out.shape[-1] == 1:
+        return np.where(out[:, 0] >= 0, 1, -1)
+    return np.argmax(out, -1)
 
 
 # %% book/ebp.md
@@ -382,10 +440,21 @@ def _as_device(x):
     return x if isinstance(x, jax.Array) else sparse_rows(x)
 
 
+def _held_out(x_valid, y_valid) -> tuple:
+    """The held-out inputs and labels, checked, on the device (or None, None)."""
+    if (x_valid is None) != (y_valid is None):
+        raise ValueError("x_valid and y_valid must be given together")
+    if x_valid is None:
+        return None, None
+    x_valid = _as_device(check_inputs(x_valid, "x_valid"))
+    n = x_valid.n if isinstance(x_valid, SparseRows) else len(x_valid)
+    return x_valid, check_labels(y_valid, n, "y_valid")
+
+
 # %% book/ebp.md
 @checks(
     net=Instance(EBPNet),
-    key=Key(),
+    seed=Seed(),
     epochs=Int(1),
     batch_size=Int(1),
     evaluate=Maybe(Function()),
@@ -395,21 +464,23 @@ def online_passes(
     net: EBPNet,
     x,
     y,
-    key,
     spec: tuple,
     *,
     epochs: int,
     batch_size: int,
     evaluate=None,
-    x_test=None,
-    y_test=None,
+    x_valid=None,
+    y_valid=None,
+    seed=0,
     checkpoint_dir=None,
     progress: bool = True,
-) -> tuple[EBPNet, list]:
+) -> Trained:
     """`epochs` shuffled passes of minibatch updates `spec` (the last partial minibatch of a pass is
-    left out); after each, evaluate(net, x_test, y_test) -> dict. x: dense (n, M) or scipy.sparse.
+    left out); after each, evaluate(net, x_valid, y_valid) -> dict of errors. x: dense (n, M) or
+    scipy.sparse. Returns Trained(net, history): history["epoch"] and each error per pass.
     checkpoint_dir: save the network and the history there after every pass, and resume from the
-    latest. progress: report the passes done and the latest test errors (toolkit `Progress`)."""
+    latest. progress: report the passes done and the latest errors (toolkit `Progress`)."""
+    key = seed_key(seed)
     x = check_inputs(x)
     y = check_labels(y, x.shape[0])
     if x.shape[1] != net.fields[0].shape[1]:
@@ -424,11 +495,7 @@ def online_passes(
         )
     if batch_size > x.shape[0]:
         raise ValueError(f"batch_size ({batch_size}) must not exceed the {x.shape[0]} rows of x")
-    if x_test is not None:
-        x_test = _as_device(check_inputs(x_test, "x_test"))
-        y_test = check_labels(
-            y_test, x_test.n if isinstance(x_test, SparseRows) else len(x_test), "y_test"
-        )
+    x_valid, y_valid = _held_out(x_valid, y_valid)
     history, done = [], 0
     restored = restore_checkpoint(checkpoint_dir, net) if checkpoint_dir is not None else None
     if restored is not None:
@@ -452,21 +519,24 @@ def online_passes(
                         float(bad),
                         f"training {spec[0]} diverged in pass {epoch + 1}",
                     )
-        if x_test is not None and evaluate is not None:
-            history.append({"epoch": epoch + 1, **evaluate(net, x_test, y_test)})
+        if x_valid is not None and evaluate is not None:
+            history.append({"epoch": epoch + 1, **evaluate(net, x_valid, y_valid)})
         if checkpoint_dir is not None:
             save_checkpoint(checkpoint_dir, epoch + 1, net, {"history": history})
         latest = history[-1] if history else {}
         report.update(epoch + 1, {k: v for k, v in latest.items() if k != "epoch"})
     report.close()
-    return net, history
+    return Trained(
+        net, History({k: [row[k] for row in history] for k in history[0]} if history else {})
+    )
 
 
 # %% book/ebp.md
+@renamed(positional=("key",), key="seed", x_test="x_valid", y_test="y_valid")
 @checks(
     net=Instance(EBPNet),
-    key=Key(),
-    kind=OneOf(*KINDS),
+    seed=Seed(),
+    kind=Maybe(OneOf(*KINDS)),
     epochs=Int(1),
     batch_size=Int(1),
     extra_var=Float(0),
@@ -476,21 +546,23 @@ def train_ebp(
     net: EBPNet,
     x,
     y,
-    key,
     *,
-    kind: str,
     epochs: int = 3,
     batch_size: int = 10,
     extra_var: float = 1.0,
-    x_test=None,
-    y_test=None,
+    x_valid=None,
+    y_valid=None,
+    seed=0,
     checkpoint_dir=None,
     progress: bool = True,
-) -> tuple[EBPNet, list]:
-    """Online EBP; returns (net, per-epoch test errors of EBP-P and EBP-D). checkpoint_dir,
-    progress: see online_passes."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    kind: str | None = None,
+) -> Trained:
+    """Online EBP of `net`, whose weights are of its kind (binary or real, see init_ebp); returns
+    Trained(net, history): a new network, and per pass over x its errors on (x_valid, y_valid) as
+    EBP-P and as EBP-D (history["epoch"], history["EBP-P"], history["EBP-D"]). y: labels +-1, one
+    column per output. seed: an integer or a JAX key (the order of the examples). checkpoint_dir,
+    progress: see online_passes. kind: only for a network built without one (deprecated)."""
+    kind = net_kind(net, kind)
 
     def evaluate(net, xt, yt):
         return {
@@ -502,13 +574,13 @@ def train_ebp(
         net,
         x,
         y,
-        key,
         ("ebp", kind, float(extra_var)),
         epochs=epochs,
         batch_size=batch_size,
         evaluate=evaluate,
-        x_test=x_test,
-        y_test=y_test,
+        x_valid=x_valid,
+        y_valid=y_valid,
+        seed=seed,
         checkpoint_dir=checkpoint_dir,
         progress=progress,
     )
@@ -562,14 +634,16 @@ def bp_update(net: EBPNet, x, y, lr: float, loss: str) -> EBPNet:
         else net.fields[0] - lr * g_cols
     ]
     fields += [w - lr * g for w, g in zip(net.fields[1:], g_net.fields[1:])]
-    return EBPNet(tuple(fields), tuple(b - lr * g for b, g in zip(net.biases, g_net.biases)))
+    biases = tuple(b - lr * g for b, g in zip(net.biases, g_net.biases))
+    return EBPNet(tuple(fields), biases, net.kind)
 
 
 # %% book/ebp.md
+@renamed(positional=("key",), key="seed", lr="learning_rate", x_test="x_valid", y_test="y_valid")
 @checks(
     net=Instance(EBPNet),
-    key=Key(),
-    lr=Float(0, low_open=True),
+    seed=Seed(),
+    learning_rate=Float(0, low_open=True),
     loss=OneOf("ce", "mse"),
     epochs=Int(1),
     batch_size=Int(1),
@@ -579,21 +653,22 @@ def train_bp(
     net: EBPNet,
     x,
     y,
-    key,
     *,
-    lr: float,
+    learning_rate: float,
     loss: str = "ce",
     epochs: int = 3,
     batch_size: int = 10,
-    x_test=None,
-    y_test=None,
+    x_valid=None,
+    y_valid=None,
+    seed=0,
     checkpoint_dir=None,
     progress: bool = True,
-) -> tuple[EBPNet, list]:
+) -> Trained:
     """Backpropagation baseline (SGD, constant learning rate) with the passes and minibatches of
-    train_ebp; per epoch, the test errors of the network ("BP") and of its sign-clipped copy
-    ("clipped BP": weights sign(W), real biases, sign units). checkpoint_dir, progress: see
-    online_passes."""
+    train_ebp, the weights of `net` trained as real numbers whatever its kind; returns
+    Trained(net, history): per pass, the errors on (x_valid, y_valid) of the network ("BP") and of
+    its sign-clipped copy ("clipped BP": weights sign(W), real biases, sign units).
+    checkpoint_dir, progress: see online_passes."""
     if loss not in ("ce", "mse"):
         raise ValueError(f"loss must be 'ce' or 'mse', got {loss!r}")
 
@@ -605,13 +680,13 @@ def train_bp(
         net,
         x,
         y,
-        key,
-        ("bp", float(lr), loss),
+        ("bp", float(learning_rate), loss),
         epochs=epochs,
         batch_size=batch_size,
         evaluate=evaluate,
-        x_test=x_test,
-        y_test=y_test,
+        x_valid=x_valid,
+        y_valid=y_valid,
+        seed=seed,
         checkpoint_dir=checkpoint_dir,
         progress=progress,
     )
@@ -640,12 +715,34 @@ def _host_rows(x, name: str):
     return np.asarray(x, np.float64)
 
 
-@checks(r=Float(0, low_open=True), epochs=Int(1), bias=Bool())
-def train_arow(x, y, *, r: float, epochs: int = 3, x_test=None, y_test=None, bias: bool = True):
+# %% book/ebp.md
+class AROW(NamedTuple):
+    """A linear classifier trained by AROW: the weights' mean and the diagonal of their covariance,
+    the bias's last when it has one."""
+
+    mean: np.ndarray
+    var: np.ndarray
+
+
+@renamed(x_test="x_valid", y_test="y_valid")
+@checks(r=Float(0, low_open=True), epochs=Int(1), bias=Bool(), seed=Maybe(Seed()), progress=Bool())
+def train_arow(
+    x,
+    y,
+    *,
+    r: float,
+    epochs: int = 3,
+    x_valid=None,
+    y_valid=None,
+    bias: bool = True,
+    seed=None,
+    progress: bool = False,
+) -> Trained:
     """AROW with a diagonal covariance (eq. ebp-arow), Sigma = I and mu = 0 at the start; x (n, M)
-    dense or scipy.sparse (float64 on the host), y in {-1, +1} (n,). The examples are visited in
-    their order, `epochs` times; returns (mu (M + bias,), diagonal of Sigma, history of
-    {"epoch", "AROW": test error} after each epoch when x_test, y_test are given)."""
+    dense or scipy.sparse (float64 on the host), y in {-1, +1} (n,). The examples are visited
+    `epochs` times, in their order (seed None, as the authors' code) or in a new random order each
+    pass (seed an integer or a JAX key). Returns Trained(AROW(mean, var), history): history["epoch"]
+    and history["AROW"], the error on (x_valid, y_valid) after each pass, when they are given."""
     import scipy.sparse as sp
 
     x = _host_rows(x, "x")
@@ -653,14 +750,18 @@ def train_arow(x, y, *, r: float, epochs: int = 3, x_test=None, y_test=None, bia
     if labels.shape[1] != 1:
         raise ValueError(f"y must hold one label per row for AROW, got shape {labels.shape}")
     labels = labels[:, 0].astype(np.float64)
-    if (x_test is None) != (y_test is None):
-        raise ValueError("x_test and y_test must be given together")
+    if (x_valid is None) != (y_valid is None):
+        raise ValueError("x_valid and y_valid must be given together")
     n, width = x.shape
     mu, sigma = np.zeros(width), np.ones(width)
     mu_b, sigma_b = 0.0, float(bias)  # the bias's weight (feature 1); variance 0: no bias
-    sparse, history = sp.issparse(x), []
+    sparse, history = sp.issparse(x), {"epoch": [], "AROW": []}
+    report = Progress(epochs, "AROW passes", enabled=progress)
     for epoch in range(1, epochs + 1):
-        for i in range(n):
+        order = range(n)
+        if seed is not None:
+            order = np.asarray(jax.random.permutation(jax.random.fold_in(seed_key(seed), epoch), n))
+        for i in order:
             if sparse:  # the example's nonzero features
                 idx = x.indices[x.indptr[i] : x.indptr[i + 1]]
                 val = x.data[x.indptr[i] : x.indptr[i + 1]]
@@ -674,12 +775,14 @@ def train_arow(x, y, *, r: float, epochs: int = 3, x_test=None, y_test=None, bia
                 mu[idx] += step * s
                 sigma[idx] -= beta * s * s
                 mu_b, sigma_b = mu_b + step * sigma_b, sigma_b - beta * sigma_b**2
-        if x_test is not None:
+        if x_valid is not None:
             weights = np.append(mu, mu_b) if bias else mu
-            history.append({"epoch": epoch, "AROW": arow_error(weights, x_test, y_test)})
-    if bias:
-        return np.append(mu, mu_b), np.append(sigma, sigma_b), history
-    return mu, sigma, history
+            history["epoch"].append(epoch)
+            history["AROW"].append(arow_error(weights, x_valid, y_valid))
+        report.update(epoch, {"AROW": history["AROW"][-1]} if history["AROW"] else {})
+    report.close()
+    model = AROW(np.append(mu, mu_b), np.append(sigma, sigma_b)) if bias else AROW(mu, sigma)
+    return Trained(model, History(history))
 
 
 def arow_error(mu, x, y) -> float:
@@ -713,6 +816,9 @@ __all__ = [
     "mlp_output",
     "sign_network",
     "error_rate",
+    "predict_labels",
+    "net_kind",
+    "AROW",
     "SparseRows",
     "sparse_rows",
     "one_vs_rest",

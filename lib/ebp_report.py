@@ -120,24 +120,24 @@ def run_ebp_text(config: dict) -> list:
             common = dict(
                 epochs=config["epochs"],
                 batch_size=config["batch_size"],
-                x_test=x[test],
-                y_test=y[test],
+                x_valid=x[test],
+                y_valid=y[test],
+                seed=jax.random.fold_in(key, 2),
             )
-            runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
+            runs = [(f"{kind.capitalize()} EBP", train_ebp, kind) for kind in KINDS]
             runs += [
-                (f"BP {loss} {lr:g}", partial(train_bp, loss=loss, lr=lr))
+                (f"BP {loss} {lr:g}", partial(train_bp, loss=loss, learning_rate=lr), "real")
                 for loss in config["bp_losses"]
                 for lr in config["bp_learning_rates"]
             ]
-            for method, train_fn in runs:
+            for method, train_fn, kind in runs:
 
-                def unit(checkpoint_dir, method=method, train_fn=train_fn):
+                def unit(checkpoint_dir, method=method, train_fn=train_fn, kind=kind):
                     began = time.perf_counter()
                     _, history = train_fn(
-                        init_ebp(jax.random.fold_in(key, 1), sizes),
+                        init_ebp(jax.random.fold_in(key, 1), sizes, kind=kind),
                         x[train],
                         y[train],
-                        jax.random.fold_in(key, 2),
                         checkpoint_dir=checkpoint_dir,
                         **common,
                     )
@@ -150,7 +150,7 @@ def run_ebp_text(config: dict) -> list:
                             **h,
                             "seconds_per_epoch": seconds / config["epochs"],
                         }
-                        for h in history
+                        for h in history.rows()
                     ]
 
                 rows += run_unit(f"{task} fold {fold} {method}", unit)
@@ -252,13 +252,13 @@ def run_ebp_arow(config: dict) -> list:
 
                 def unit(checkpoint_dir, r=r):
                     began = time.perf_counter()
-                    _, _, history = train_arow(
+                    _, history = train_arow(
                         x[train],
                         y[train],
                         r=r,
                         epochs=config["epochs"],
-                        x_test=x[test],
-                        y_test=y[test],
+                        x_valid=x[test],
+                        y_valid=y[test],
                     )
                     seconds = time.perf_counter() - began
                     return [
@@ -269,7 +269,7 @@ def run_ebp_arow(config: dict) -> list:
                             **h,
                             "seconds_per_epoch": seconds / config["epochs"],
                         }
-                        for h in history
+                        for h in history.rows()
                     ]
 
                 rows += run_unit(f"{task} fold {fold} AROW r={r:g}", unit)
@@ -302,24 +302,26 @@ def run_ebp_mnist(config: dict) -> list:
     rows = []
     for hidden in config["hidden"]:
         key = jax.random.key(config["seed"])
-        runs = [(f"{kind.capitalize()} EBP", partial(train_ebp, kind=kind)) for kind in KINDS]
+        runs = [(f"{kind.capitalize()} EBP", train_ebp, kind) for kind in KINDS]
         runs += [
-            (f"BP ce {lr:g}", partial(train_bp, loss="ce", lr=lr))
+            (f"BP ce {lr:g}", partial(train_bp, loss="ce", learning_rate=lr), "real")
             for lr in config["bp_learning_rates"]
         ]
-        for method, train_fn in runs:
+        for method, train_fn, kind in runs:
 
-            def unit(checkpoint_dir, hidden=hidden, method=method, train_fn=train_fn, key=key):
+            def unit(
+                checkpoint_dir, hidden=hidden, method=method, train_fn=train_fn, key=key, kind=kind
+            ):
                 began = time.perf_counter()
                 _, history = train_fn(
-                    init_ebp(jax.random.fold_in(key, 1), [x.shape[1], *hidden, 10]),
+                    init_ebp(jax.random.fold_in(key, 1), [x.shape[1], *hidden, 10], kind=kind),
                     x,
                     y,
-                    jax.random.fold_in(key, 2),
+                    seed=jax.random.fold_in(key, 2),
                     epochs=config["epochs"],
                     batch_size=10,
-                    x_test=x_test,
-                    y_test=y_test,
+                    x_valid=x_test,
+                    y_valid=y_test,
                     checkpoint_dir=checkpoint_dir,
                 )
                 seconds = time.perf_counter() - began
@@ -330,7 +332,7 @@ def run_ebp_mnist(config: dict) -> list:
                         **h,
                         "seconds_per_epoch": seconds / config["epochs"],
                     }
-                    for h in history
+                    for h in history.rows()
                 ]
 
             rows += run_unit(f"{'-'.join(map(str, hidden))} {method}", unit)

@@ -33,6 +33,7 @@ from lib.toolkit import (
 )
 from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneOf, checks
 from lib.toolkit import constructor_signatures, save_checkpoint
+from lib.toolkit import History, Trained
 
 
 # %% book/nram.md
@@ -1080,18 +1081,6 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
 
 
 # %% book/nram.md
-class NRAMResult(NamedTuple):
-    """What train_nram returns: the selected controller, the step after which it was taken, the last
-    one, per-chunk history, final curriculum level, seconds."""
-
-    controller: nnx.Module
-    history: dict
-    level: int
-    wall_seconds: float
-    selected_step: int
-    final_controller: nnx.Module
-
-
 def _chunk_fn(config: TrainConfig, graphdef, tx):
     """One chunk of training steps, not jitted: (state, batches) -> (state, per-step outputs)."""
     spec = config.spec()
@@ -1267,17 +1256,17 @@ class _RunLog(_RunBook):
         self.curriculum.level, self.curriculum.raised_at = extra["level"], extra["raised_at"]
         self.history = extra["history"]
 
-    def result(self, graphdef, params, rest, seconds: float) -> NRAMResult:
+    def result(self, graphdef, params, rest, seconds: float) -> Trained:
         if not self.config.keep_best:
             self.best, self.best_step = params, self.config.steps
-        return NRAMResult(
-            nnx.merge(graphdef, self.best, rest),
-            {k: np.asarray(v) for k, v in self.history.items()},
-            self.curriculum.level,
-            seconds,
-            self.best_step,
-            nnx.merge(graphdef, params, rest),
+        history = History(
+            self.history,
+            level=self.curriculum.level,
+            wall_seconds=seconds,
+            selected_step=self.best_step,
+            final_controller=nnx.merge(graphdef, params, rest),
         )
+        return Trained(nnx.merge(graphdef, self.best, rest), history)
 
 
 # %% book/nram.md
@@ -1304,6 +1293,15 @@ def _start_from(config: TrainConfig, init: nnx.Module | None, seed: int) -> nnx.
     return nnx.merge(graphdef, copied, rest)
 
 
+_OVERRIDES = dict(steps=Maybe(Int(1)), batch_size=Maybe(Int(1)), seed=Maybe(Int(0)))
+_OVERRIDES |= dict(learning_rate=Maybe(Float(0, low_open=True)))
+
+
+def _overridden(config: TrainConfig, **settings) -> TrainConfig:
+    """config with those of the trainer's keywords (steps, batch_size, ...) that are given."""
+    return dataclasses.replace(config, **{k: v for k, v in settings.items() if v is not None})
+
+
 # %% book/nram.md
 @checks(
     config=Instance(TrainConfig),
@@ -1311,40 +1309,43 @@ def _start_from(config: TrainConfig, init: nnx.Module | None, seed: int) -> nnx.
     log=Maybe(Function()),
     checkpoint_every=Int(1),
     init=Maybe(Instance(nnx.Module, what="a controller")),
+    **_OVERRIDES,
 )
 def train_nram(
     config: TrainConfig,
     *,
     init: nnx.Module | None = None,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
+    seed: int | None = None,
     progress: bool = True,
     log: Callable | None = None,
     checkpoint_dir=None,
     checkpoint_every: int = 1000,
-) -> NRAMResult:
-    """Train an NRAM controller on `config.task` from input-output examples (Sec. 4.1, Appendix B).
-
+) -> Trained:
+    """Train an NRAM controller on `config.task` from input-output examples (Sec. 4.1, Appendix B);
+    steps, batch_size, learning_rate, seed (an integer: numpy draws the data) replace config's.
+    Returns Trained(controller, history): per chunk of steps the step, loss, error, level, ...;
+    attributes `level` (the last), `wall_seconds`, `selected_step`, `final_controller`.
     Training is unstable (Sec. 4.1): a controller at zero error can collapse a few thousand steps
-    later. With `config.keep_best` the result's `controller` is the one after the chunk of steps
-    with the highest curriculum level and, at that level, the lowest error on its training batches
-    (the latest such chunk on ties), as the paper selects "a model that achieved error 0 during the
-    training"; `final_controller` is the last one.
-    checkpoint_dir: save the whole training state (parameters, optimizer, best controller,
-    curriculum, data generator, history) there every `checkpoint_every` steps, and resume from the
-    latest checkpoint found
-    there: the result is that of an uninterrupted run.
-    init: start from this controller's parameters (e.g. `load_controller` of a stored row, to go on
-    training it under other settings) instead of a fresh initialisation; the optimizer, the data,
-    the curriculum (from level 1) and the best controller start afresh.
+    later. With `config.keep_best` the controller returned is the one after the chunk with the
+    highest curriculum level and, at that level, the lowest error on its training batches (the
+    latest on ties), as the paper selects "a model that achieved error 0 during the training".
+    checkpoint_dir: save the whole training state there every `checkpoint_every` steps, and resume
+    from the latest checkpoint found there: the result is that of an uninterrupted run. init: start
+    from this controller's parameters (e.g. `load_controller` of a stored row); the optimizer,
+    data, curriculum and best controller start afresh.
     """
-    _check_config(config)
+    config = _overridden(config, steps=steps, batch_size=batch_size, learning_rate=learning_rate)
+    _check_config(config := _overridden(config, seed=seed))
     controller = _start_from(config, init, config.seed)
     graphdef, params, rest = nnx.split(controller, nnx.Param, ...)
     tx = make_optimizer(config)
     state = (params, rest, tx.init(params))
     chunk = _compiled_chunk_fn(_step_settings(config), graphdef)
     run = _RunLog(config, state[0])
-    began = time.perf_counter()
-    n_chunks = -(-config.steps // config.chunk)
+    began, n_chunks = time.perf_counter(), -(-config.steps // config.chunk)
     done_chunks, saved_at, spent = 0, 0, 0.0
     if checkpoint_dir is not None:
         restored = restore_checkpoint(checkpoint_dir, {"state": state, "best": run.best})
@@ -1376,8 +1377,7 @@ def train_nram(
                 {**run.extra(), "chunks": c + 1, "seconds": spent + time.perf_counter() - began},
             )
     report.close()
-    params, rest, _ = state
-    return run.result(graphdef, params, rest, spent + time.perf_counter() - began)
+    return run.result(graphdef, state[0], state[1], spent + time.perf_counter() - began)
 
 
 # %% book/nram.md
@@ -1424,25 +1424,28 @@ def _resume_runs(checkpoint_dir, state, runs: list) -> tuple:
     progress=Bool(),
     checkpoint_every=Int(1),
     init=Maybe(Instance(nnx.Module, what="a controller")),
+    **{name: arg for name, arg in _OVERRIDES.items() if name != "seed"},
 )
 def train_nram_seeds(
     config: TrainConfig,
     seeds: Sequence[int],
     *,
     init: nnx.Module | None = None,
+    steps: int | None = None,
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
     progress: bool = True,
     checkpoint_dir=None,
     checkpoint_every: int = 1000,
-) -> list[NRAMResult]:
+) -> list[Trained]:
     """train_nram for each seed of `seeds` (config.seed ignored), the runs side by side in one
     compiled program (`jax.vmap` over the parameters, optimizer states and batches): what a seed
     gives here is what `train_nram` gives it, up to floating-point rounding, and each run keeps its
-    own data, curriculum and best controller. The results' wall_seconds is the time of all the
-    runs together; a non-finite step in any run stops them all (NonFiniteError, as train_nram).
-    checkpoint_dir, checkpoint_every: as for train_nram, for all the runs at once.
-    init: as for train_nram, every run starting from its parameters.
+    own data, curriculum and best controller; a Trained pair per seed. history.wall_seconds is the
+    time of all the runs; a non-finite step in any stops them all. Other arguments: as train_nram.
     """
     seeds = _check_seeds(seeds)
+    config = _overridden(config, steps=steps, batch_size=batch_size, learning_rate=learning_rate)
     _check_config(config)
     configs = [dataclasses.replace(config, seed=int(s)) for s in seeds]
     states, runs = [], []
@@ -1770,7 +1773,6 @@ __all__ = [
     "TrainConfig",
     "train_nram",
     "train_nram_seeds",
-    "NRAMResult",
     "Curriculum",
     "MLPController",
     "LSTMController",

@@ -66,7 +66,7 @@ def run_nram_hard(config: dict) -> list:
                 runs = []
                 for run, result in _side_by_side(train, seeds, checkpoint_dir, init=init(task)):
                     top, curve = _evaluations(
-                        result.controller,
+                        result.model,
                         run,
                         config["figure3"],
                         config["test_examples"],

@@ -20,7 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lib.nram import EASY_TASKS, HARD_TASKS, TASKS, NRAMResult
+from lib.nram import EASY_TASKS, HARD_TASKS, TASKS
+from lib.toolkit import History, Trained
 from lib.nram import NRAMSpec, TrainConfig, controller_text, evaluate, load_controller
 from lib.nram import program_logits, run_fuzzy, train_nram, train_nram_seeds
 from lib.toolkit import Instance, Int, OneOf, checks
@@ -125,16 +126,16 @@ def _split_setting(setting: dict, experiment: str) -> tuple[dict, Callable]:
     return fields, init
 
 
-def _run_record(config: TrainConfig, result: NRAMResult) -> dict:
+def _run_record(config: TrainConfig, result: Trained) -> dict:
     """What a results row keeps of one training run: its configuration, curriculum, history and the
     selected controller."""
     return {
         "train_config": dataclasses.asdict(config),
-        "final_level": result.level,
-        "selected_step": result.selected_step,
-        "train_seconds": round(result.wall_seconds, 1),
+        "final_level": result.history.level,
+        "selected_step": result.history.selected_step,
+        "train_seconds": round(result.history.wall_seconds, 1),
         "history": {k: v.tolist() for k, v in result.history.items()},
-        "controller": controller_text(result.controller),
+        "controller": controller_text(result.model),
     }
 
 
@@ -196,7 +197,7 @@ def run_nram(config: dict) -> list:
 
     def row(task, train, result):
         top, tests = _evaluations(
-            result.controller, train, config["test_lengths"], config["test_examples"]
+            result.model, train, config["test_lengths"], config["test_examples"]
         )
         return {
             "task": task,
@@ -294,7 +295,14 @@ def _side_by_side(train: TrainConfig, seeds: list, checkpoint_dir, init=None) ->
     return [
         (
             dataclasses.replace(train, seed=seed),
-            result._replace(wall_seconds=result.wall_seconds / len(seeds)),
+            Trained(
+                result.model,
+                History(
+                    result.history,
+                    **vars(result.history)
+                    | {"wall_seconds": result.history.wall_seconds / len(seeds)},
+                ),
+            ),
         )
         for seed, result in zip(seeds, results)
     ]
@@ -360,7 +368,7 @@ def run_nram_search(config: dict) -> list:
             for run, result in _side_by_side(train, seeds, checkpoint_dir):
                 n, seed = run.max_difficulty, run.seed + 1
                 top = evaluate(
-                    result.controller, run, n, examples=config["examples"], seed=seed, mixed=mixed
+                    result.model, run, n, examples=config["examples"], seed=seed, mixed=mixed
                 )
                 h = {
                     k: result.history[k].tolist() for k in ("step", "loss", "error_level", "level")
@@ -371,17 +379,17 @@ def run_nram_search(config: dict) -> list:
                         "setting_index": i,
                         "seed": run.seed,
                         "setting": setting,
-                        "final_level": result.level,
+                        "final_level": result.history.level,
                         "max_level": run.max_difficulty,
-                        "selected_step": result.selected_step,
-                        "train_seconds": round(result.wall_seconds, 1),
+                        "selected_step": result.history.selected_step,
+                        "train_seconds": round(result.history.wall_seconds, 1),
                         "error": top["error"],
                         "discrete_error": top["error_discrete"],
                         "agreement": top["agreement"],
                         "mixed": mixed,
                         "history": h,
                         "train_config": dataclasses.asdict(run),
-                        "controller": controller_text(result.controller),
+                        "controller": controller_text(result.model),
                     }
                 )
             return runs

@@ -28,6 +28,7 @@ from lib.toolkit import constructor_signatures
 from lib.toolkit import OneOf, add_to_class, checks
 from lib.toolkit import check_array, restore_checkpoint, save_checkpoint
 from lib.toolkit import Progress
+from lib.toolkit import History, Seed, Trained, renamed, seed_key
 
 
 # %% book/partition.md
@@ -667,15 +668,6 @@ def _sml_pt_chunk(
     return jax.lax.scan(body, state, start + jnp.arange(n))
 
 
-class SMLResult(NamedTuple):
-    model: RBM  # the final model, or the best one under early stopping
-    state: SMLState  # the final state (pass it back as `state=` to continue)
-    history: dict  # per step: swap_rate; with tracking also log_z, log_z_var, bias, is_obs, is_var,
-    # bridge_obs, bridge_var (the filter's observations and their variances), bridge_log_z
-    evals: list  # per evaluation: step, seconds of training so far, tracked log Z, ...
-    best_step: int
-
-
 @checks(rbm=Instance(RBM), n_chains=Int(1), key=Key(), init_var=Float(0, low_open=True))
 def init_sml_state(rbm: RBM, betas, n_chains: int, key, *, init_var: float = 1.0) -> SMLState:
     """Particles from the beta = 0 model (independent Bernoulli(sigmoid(b))) at every
@@ -815,9 +807,9 @@ class _SMLRunCheckpoint:
 # %% book/partition.md
 _SML_PT_CONTRACTS = dict(
     rbm=Instance(RBM),
-    key=Key(),
+    seed=Seed(),
     steps=Int(1),
-    lr=Float(0, low_open=True),
+    learning_rate=Float(0, low_open=True),
     alpha=Maybe(Float(0, low_open=True)),
     n_chains=Int(2),
     batch_size=Int(1),
@@ -835,15 +827,29 @@ _SML_PT_CONTRACTS = dict(
 )
 
 
+def _sml_inputs(rbm: RBM, x_train, x_valid, betas, batch_size: int, patience, track: bool):
+    """train_sml_pt's data and temperatures, checked: (x_train, x_valid, betas)."""
+    x_train = check_binary(x_train, "x_train", rbm.n_visible, jnp.uint8)
+    x_valid = None if x_valid is None else check_binary(x_valid, "x_valid", rbm.n_visible)
+    betas = linear_betas(10) if betas is None else check_betas(betas)
+    if batch_size > x_train.shape[0]:
+        raise ValueError(
+            f"batch_size ({batch_size}) must not exceed the {x_train.shape[0]} rows of x_train"
+        )
+    if patience is not None and (x_valid is None or not track):
+        raise ValueError("early stopping (patience) needs x_valid and track=True")
+    return x_train, x_valid, betas
+
+
 # %% book/partition.md
+@renamed(positional=("key",), key="seed", lr="learning_rate")
 @checks(**_SML_PT_CONTRACTS)
 def train_sml_pt(
     rbm: RBM,
     x_train,
-    key,
     *,
     steps: int,
-    lr: float = 1e-3,
+    learning_rate: float = 1e-3,
     alpha: float | None = None,
     betas=None,
     n_chains: int = 20,
@@ -862,35 +868,34 @@ def train_sml_pt(
     adapt: bool = False,
     adapt_step: float = 0.5,
     progress: bool = True,
-) -> SMLResult:
+    seed=0,
+) -> Trained:
     """Train `rbm` by SML with parallel tempering (len(betas) temperatures), tracking log Z.
+
+    Returns Trained(model, history): the final model (or the best one under early stopping), a new
+    one; history holds per update swap_rate (one column per pair of neighbouring temperatures) and,
+    with tracking, log_z, log_z_var, bias, is_obs, is_var, bridge_obs, bridge_var (the filter's
+    observations and their variances) and bridge_log_z; its attributes are `evals` (a row per
+    evaluation: step, seconds of training so far, tracked log Z and its sd, valid_ll, what
+    `evaluate` adds), `state` (the chains, tracker and parameters after the last update: pass it
+    back as `state=` to continue) and `best_step`. seed: an integer or a JAX key (Appendix B).
 
     Every `eval_every` updates: the tracked log Z and its sd are recorded; given x_valid, so is the
     tracked validation log-likelihood -mean F(x_valid) - zeta_1; evaluate(model, state, step) ->
     dict adds its own entries (exact log Z, AIS, ...). With `patience`, training stops after that
     many evaluations without a better validation likelihood and returns the best model (early
-    stopping).
-    checkpoint_dir: save everything (chains, tracker, parameters, history) there at the first
-    evaluation `checkpoint_every` updates after the last save, and resume from the latest checkpoint
-    found there.
-    adapt: after every evaluation, move the temperatures by `adapt_betas(..., step=adapt_step)`
-    using the swap rates since the previous one; each evaluation row then holds the betas of the
-    next updates.
-    progress: report the updates done and the latest evaluation (toolkit `Progress`).
+    stopping). checkpoint_dir: save everything (chains, tracker, parameters, history) there at the
+    first evaluation `checkpoint_every` updates after the last save, and resume from the latest
+    checkpoint found there. adapt: after every evaluation, move the temperatures by
+    `adapt_betas(..., step=adapt_step)` using the swap rates since the previous one; each
+    evaluation row then holds the betas of the next updates. progress: report the updates done and
+    the latest evaluation (toolkit `Progress`).
     """
-    x_train = check_binary(x_train, "x_train", rbm.n_visible, jnp.uint8)
-    x_valid = None if x_valid is None else check_binary(x_valid, "x_valid", rbm.n_visible)
-    betas = linear_betas(10) if betas is None else check_betas(betas)
-    if batch_size > x_train.shape[0]:
-        raise ValueError(
-            f"batch_size ({batch_size}) must not exceed the {x_train.shape[0]} rows of x_train"
-        )
-    if patience is not None and (x_valid is None or not track):
-        raise ValueError("early stopping (patience) needs x_valid and track=True")
+    x_train, x_valid, betas = _sml_inputs(rbm, x_train, x_valid, betas, batch_size, patience, track)
     graphdef, _, rest = nnx.split(rbm, nnx.Param, ...)
+    key, end = seed_key(seed), start + steps
     run = _SMLRun.begin(rbm, state, betas, n_chains, key, start, checkpoint_dir)
-    end = start + steps
-    settings = (lr, alpha, batch_size, gibbs_steps, track, bias_var_scale)
+    settings = (learning_rate, alpha, batch_size, gibbs_steps, track, bias_var_scale)
 
     def chunk(s, t, b, n):
         return _sml_pt_chunk(graphdef, s, t, key, x_train, b, n, *settings)
@@ -899,7 +904,7 @@ def train_sml_pt(
     while run.t < end and not run.stopped:
         n = min(eval_every, end - run.t)
         run.advance(chunk, n)
-        _check_finite_state(run.state, run.t, n, lr, alpha)
+        _check_finite_state(run.state, run.t, n, learning_rate, alpha)
         row = run.evaluate(nnx.merge(graphdef, run.state.params, rest), track, x_valid, evaluate)
         if adapt:
             run.betas = adapt_betas(run.betas, run.chunks[-1]["swap_rate"].mean(0), step=adapt_step)
@@ -914,21 +919,25 @@ def train_sml_pt(
     report.close()
     best = patience is not None
     params, step = (run.best[2], run.best[1]) if best else (run.state.params, run.t)
-    return SMLResult(nnx.merge(graphdef, params, rest), run.state, run.history(), run.evals, step)
+    history = History(run.history(), evals=run.evals, state=run.state, best_step=step)
+    return Trained(nnx.merge(graphdef, params, rest), history)
 
 
 # %% book/partition.md
-@checks(rbm=Instance(RBM), key=Key(), steps=Int(1), repeats=Int(1))
-def time_sml_pt(rbm: RBM, x_train, key, *, steps: int = 1000, repeats: int = 2, **kwargs) -> dict:
+@renamed(positional=("key",), key="seed")
+@checks(rbm=Instance(RBM), seed=Seed(), steps=Int(1), repeats=Int(1))
+def time_sml_pt(
+    rbm: RBM, x_train, *, steps: int = 1000, repeats: int = 2, seed=0, **kwargs
+) -> dict:
     """Seconds per update of SML-PT alone and with the tracker: the best of `repeats` alternating
-    runs of `steps` updates each, after one compiling run of each."""
+    runs of `steps` updates each, after one compiling run of each (kwargs: train_sml_pt's)."""
     seconds = {False: [], True: []}
     for r in range(repeats + 1):
         for track in (False, True):
             res = train_sml_pt(
                 rbm,
                 x_train,
-                key,
+                seed=seed,
                 steps=steps,
                 eval_every=steps,
                 track=track,
@@ -936,7 +945,7 @@ def time_sml_pt(rbm: RBM, x_train, key, *, steps: int = 1000, repeats: int = 2, 
                 **kwargs,
             )
             if r:
-                seconds[track].append(res.evals[-1]["seconds"] / steps)
+                seconds[track].append(res.history.evals[-1]["seconds"] / steps)
     train, both = min(seconds[False]), min(seconds[True])
     return {"train": train, "train_and_track": both, "overhead": both / train - 1}
 
@@ -995,7 +1004,6 @@ def exact_evaluator(x_test, *, base_bias, ais_every: int, ais_counts, ais_runs: 
 __all__ = [
     "RBM",
     "train_sml_pt",
-    "SMLResult",
     "sml_pt_step",
     "SMLState",
     "init_sml_state",

@@ -95,9 +95,9 @@ def run_partition_mnist(config: dict) -> list:
         res = train_sml_pt(
             rbm,
             data.train,
-            jax.random.key(config["seed"]),
+            seed=config["seed"],
             steps=config["steps"],
-            lr=lr0,
+            learning_rate=lr0,
             alpha=alpha,
             eval_every=config["eval_every"],
             evaluate=evaluate,
@@ -106,14 +106,14 @@ def run_partition_mnist(config: dict) -> list:
         )
         about = {"lr0": lr0, "alpha": alpha}
         trace = {"kind": "trace", **about, **thin_history(res.history, config["trace_every"])}
-        return [{"kind": "eval", **about, **r} for r in res.evals] + [trace]
+        return [{"kind": "eval", **about, **r} for r in res.history.evals] + [trace]
 
     def timing(_):
         rbm = RBM(784, config["n_hidden"], rngs=nnx.Rngs(0), visible_bias=base_rate)
         steps, repeats = config["timing_steps"], config["timing_repeats"]
         lr = config["schedules"][0][0]
         seconds = time_sml_pt(
-            rbm, data.train, jax.random.key(1), steps=steps, repeats=repeats, lr=lr, **common
+            rbm, data.train, seed=1, steps=steps, repeats=repeats, learning_rate=lr, **common
         )
         return {"kind": "timing", **seconds}
 
@@ -239,9 +239,9 @@ def run_partition_large(config: dict) -> list:
             res = train_sml_pt(
                 rbm,
                 data.train,
-                jax.random.key(config["seed"]),
+                seed=config["seed"],
                 steps=config["steps"],
-                lr=lr0,
+                learning_rate=lr0,
                 alpha=alpha,
                 betas=linear_betas(config["n_temps"]),
                 n_chains=config["n_chains"],
@@ -252,12 +252,12 @@ def run_partition_large(config: dict) -> list:
                 adapt=config["adapt"],
             )
             about = {"dataset": name, "lr0": lr0, "alpha": alpha}
-            return [{"kind": "eval", **about, **r} for r in res.evals] + [
+            return [{"kind": "eval", **about, **r} for r in res.history.evals] + [
                 {"kind": "trace", **about, **thin_history(res.history, config["trace_every"])},
                 {
                     "kind": "final",
                     **about,
-                    **res.evals[-1],
+                    **res.history.evals[-1],
                     **_ais_test_ll(res.model, data.test, jax.random.key(1), base_rate, config),
                 },
             ]
@@ -331,9 +331,9 @@ def run_partition_uci(config: dict) -> list:
             res = train_sml_pt(
                 rbm,
                 data.train,
-                jax.random.key(config["seed"]),
+                seed=config["seed"],
                 steps=config["epochs"] * per_epoch,
-                lr=lr0,
+                learning_rate=lr0,
                 alpha=alpha,
                 betas=linear_betas(config["n_temps"]),
                 n_chains=config["n_chains"],
@@ -344,18 +344,18 @@ def run_partition_uci(config: dict) -> list:
                 checkpoint_dir=checkpoint_dir,
                 adapt=config["adapt"],
             )
-            at_best = next(r for r in res.evals if r["step"] == res.best_step)
+            at_best = next(r for r in res.history.evals if r["step"] == res.history.best_step)
             return {
                 "kind": "candidate",
                 "dataset": name,
                 "n_hidden": n_hidden,
                 "lr0": lr0,
                 "alpha": alpha,
-                "best_epoch": res.best_step // per_epoch,
-                "epochs_run": res.evals[-1]["step"] // per_epoch,
+                "best_epoch": res.history.best_step // per_epoch,
+                "epochs_run": res.history.evals[-1]["step"] // per_epoch,
                 "valid_ll_tracked": at_best["valid_ll"],
                 "test_ll_tracked": float(-jnp.mean(res.model.free_energy(test))) - at_best["log_z"],
-                "valid_curve": [[r["step"] // per_epoch, r["valid_ll"]] for r in res.evals],
+                "valid_curve": [[r["step"] // per_epoch, r["valid_ll"]] for r in res.history.evals],
                 "train_seconds": round(time.perf_counter() - began, 1),
                 # acceptance of each neighbouring pair's swaps, averaged over the last evaluation's
                 # updates

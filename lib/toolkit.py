@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -618,6 +619,133 @@ def bad_calls(fn, required: dict | None = None):
 
 
 # %% book/toolkit.md
+def seed_key(seed) -> jax.Array:
+    """The JAX key of a trainer's `seed`: jax.random.key(seed) for an integer >= 0; a key is used
+    as it is."""
+    dtype = getattr(seed, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return seed
+    if dtype == np.uint32 and tuple(getattr(seed, "shape", ())) == (2,):
+        return seed  # a legacy raw key
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(
+            f"seed must be an integer >= 0 or a JAX key, got {type(seed).__name__} {seed!r}"
+        )
+    return jax.random.key(int(seed))
+
+
+class History(dict):
+    """What a trainer logged, as Keras's `fit(...).history`: a dict from each quantity's name to a
+    1-D numpy array of its values (one per logged step, pass or evaluation; a quantity logged at
+    evaluations has its own `*step` or `epoch` array beside it). What is not a series is an
+    attribute (e.g. `best_step`); `vars(history)` lists them."""
+
+    def __init__(self, series=(), /, **extras):
+        super().__init__((name, np.asarray(values)) for name, values in dict(series).items())
+        self.__dict__.update(extras)
+
+    def rows(self, *names: str) -> list[dict]:
+        """The series `names` (default: all; they must have one length) as a list of dicts, one
+        per logged step, pass or evaluation, with Python numbers."""
+        names = names or tuple(self)
+        lengths = {len(self[name]) for name in names}
+        if len(lengths) > 1:
+            raise ValueError(f"the series {names} have different lengths {sorted(lengths)}")
+        return [dict(zip(names, values)) for values in zip(*(self[n].tolist() for n in names))]
+
+    def __missing__(self, name: str):
+        if name in vars(self):  # trainers kept such values among the series before
+            warnings.warn(
+                f"history[{name!r}] is deprecated: use history.{name}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(self, name)
+        raise KeyError(name)
+
+    def __repr__(self) -> str:
+        series = ", ".join(f"{name!r}: {len(v) if v.ndim else v}" for name, v in self.items())
+        extras = ", ".join(vars(self))
+        return f"History({{{series}}}" + (f"; attributes {extras})" if extras else ")")
+
+
+class Trained(NamedTuple):
+    """What every trainer of lib returns: `model, history = train_...(...)`. `model` is a new
+    object (the model passed in is not changed); `history` is a `History`."""
+
+    model: Any
+    history: History
+
+    def __getattr__(self, name: str):
+        """The fields of the results that trainers returned before (`.controller`, `.state`,
+        `.evals`, ...), with a DeprecationWarning."""
+        if name.startswith("_") or name not in _OLD_FIELDS and name not in vars(self.history):
+            raise AttributeError(f"'Trained' object has no attribute {name!r}")
+        new = "model" if name in _OLD_FIELDS else f"history.{name}"
+        warnings.warn(f"result.{name} is deprecated: use {new}", DeprecationWarning, stacklevel=2)
+        return self.model if name in _OLD_FIELDS else getattr(self.history, name)
+
+
+_OLD_FIELDS = ("controller", "rbm", "net")
+
+
+# %% book/toolkit.md
+class Seed(Arg):
+    """A trainer's `seed`: an integer >= 0 or a JAX random key (see `seed_key`)."""
+
+    expected = "an integer >= 0 or a JAX random key"
+
+    def check(self, value, name):
+        try:
+            seed_key(value)
+        except ValueError:
+            _refuse(name, self.expected, value, TypeError if _is_traced(value) else ValueError)
+        return value
+
+    def good(self):
+        return 0
+
+    def bad(self):
+        return [("negative", -1), ("float", 0.5), ("string", "0")]
+
+
+def renamed(positional: tuple[str, ...] = (), **old_to_new: str):
+    """Decorator: a call may still use each old keyword name of `old_to_new` (and pass the old
+    positional arguments `positional` after the function's own), with a DeprecationWarning that
+    names the new keyword. The signature shows the new names only."""
+
+    def wrap(fn):
+        own = sum(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            for p in inspect.signature(fn).parameters.values()
+        )
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if len(args) > own:
+                if len(args) > own + len(positional):
+                    raise TypeError(f"{fn.__name__}() takes {own} positional arguments")
+                kwargs.update(zip(positional, args[own:]))
+                args = args[:own]
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{fn.__name__}() got both {old}= (deprecated) and {new}=")
+                    warnings.warn(
+                        f"{fn.__name__}({old}=...) is deprecated: use {new}=",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+
+        call.__renamed__ = dict(old_to_new)
+        return call
+
+    return wrap
+
+
+# %% book/toolkit.md
 PRESETS = ("book", "paper")
 PRESET_ENV = "LIB_PRESET"
 
@@ -776,6 +904,7 @@ def _checkpoint_manager(directory, keep: int = 2):
     )
 
 
+# %% book/toolkit.md
 @checks(step=Int(0))
 def save_checkpoint(
     directory, step: int, state, extra: dict | None = None, arrays: dict | None = None
@@ -786,6 +915,16 @@ def save_checkpoint(
     import orbax.checkpoint as ocp
 
     extra = json.loads(json.dumps(extra or {}, default=float))  # numpy scalars as floats
+    if jax.process_count() > 1:  # orbax saves arrays of all the processes' devices only
+        everywhere = replicated(data_mesh())
+        state = jax.tree.map(
+            lambda a: (
+                put_global(a, everywhere)
+                if isinstance(a, jax.Array) and a.is_fully_addressable
+                else a
+            ),
+            state,
+        )
     items = {"state": ocp.args.StandardSave({"state": state}), "extra": ocp.args.JsonSave(extra)}
     if arrays is not None:
         items["arrays"] = ocp.args.StandardSave({"arrays": arrays})
@@ -1020,7 +1159,7 @@ def fit(
     mesh = _resolve_mesh(mesh, lambda: data(start) if start < end else None)
     if mesh is not None:
         everywhere = replicated(mesh)
-        state, key = jax.device_put((state, key), everywhere)
+        state, key = put_global((state, key), everywhere)
         feed, jit_options["out_shardings"] = _placed_feed(data, mesh), (everywhere, everywhere)
     jitted = _flat_step_for(step, state, jit_options)
     leaves = jitted.flatten(state)
@@ -1174,12 +1313,30 @@ def replicated(mesh: jax.sharding.Mesh) -> jax.sharding.NamedSharding:
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
 
+def put_global(tree, sharding: jax.sharding.Sharding):
+    """jax.device_put of `tree` onto `sharding`, also when the sharding spans several processes
+    (jax.distributed): each process then gives the values of its own devices' shards from its own
+    copy of the tree, which must be the same in every process."""
+    if sharding.is_fully_addressable:
+        return jax.device_put(tree, sharding)
+
+    def put(a):
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            data = put(jax.random.key_data(a))
+            return jax.random.wrap_key_data(data, impl=jax.random.key_impl(a))
+        host = np.asarray(a)
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+    return jax.tree.map(put, tree)
+
+
 def shard_batch(batch, mesh: jax.sharding.Mesh):
     """Place every leaf of `batch` on `mesh`, split along its first axis (which the device count
     must divide).
 
-    Host arrays (numpy, np.memmap) are sliced per device, so a device's rows are the only ones read;
-    device arrays are moved (a no-op if already placed so).
+    Host arrays (numpy, np.memmap) are sliced per device, so a device's rows are the only ones read
+    (across processes too: each process reads the rows of its own devices); device arrays are
+    moved (a no-op if already placed so).
     """
     n = mesh.devices.size
     sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
@@ -1192,7 +1349,7 @@ def shard_batch(batch, mesh: jax.sharding.Mesh):
                 "mesh=None"
             )
         if isinstance(a, jax.Array):
-            return jax.device_put(a, sharding)
+            return put_global(a, sharding)
         return jax.make_array_from_callback(
             np.shape(a), sharding, lambda index: np.asarray(a[index])
         )
@@ -1290,6 +1447,11 @@ __all__ = [
     "minibatches",
     "make_rngs",
     "step_key",
+    "seed_key",
+    "Seed",
+    "History",
+    "Trained",
+    "renamed",
     "check_finite",
     "NonFiniteError",
     "save_checkpoint",
@@ -1299,6 +1461,7 @@ __all__ = [
     "progress_enabled",
     "data_mesh",
     "shard_batch",
+    "put_global",
     "replicated",
     "checks",
     "Arg",

@@ -50,7 +50,7 @@ def objects() -> dict:
         "yr": yr,
         "darn": D.DARN(10, 4, 6, rngs=nnx.Rngs(0)),
         "rbm": P.RBM(10, 4, rngs=nnx.Rngs(0)),
-        "net": E.init_ebp(jax.random.key(0), [8, 5, 1]),
+        "net": E.init_ebp(jax.random.key(0), [8, 5, 1], kind="binary"),
         "x8": rng.normal(size=(30, 8)).astype(np.float32),
         "labels": labels,
         "config": config,
@@ -169,27 +169,27 @@ def _calls():
         ),
         (
             "train_sml_pt x_train too wide",
-            lambda: P.train_sml_pt(o["rbm"], wide, key, steps=2),
+            lambda: P.train_sml_pt(o["rbm"], wide, seed=key, steps=2),
             "x_train",
         ),
         (
             "train_sml_pt no chains",
-            lambda: P.train_sml_pt(o["rbm"], bits, key, steps=2, n_chains=0),
+            lambda: P.train_sml_pt(o["rbm"], bits, seed=key, steps=2, n_chains=0),
             "n_chains",
         ),
         (
             "train_sml_pt betas not decreasing",
-            lambda: P.train_sml_pt(o["rbm"], bits, key, steps=2, betas=[1.0, 0.5, 0.7]),
+            lambda: P.train_sml_pt(o["rbm"], bits, seed=key, steps=2, betas=[1.0, 0.5, 0.7]),
             "betas",
         ),
         (
             "train_sml_pt gibbs_steps 0",
-            lambda: P.train_sml_pt(o["rbm"], bits, key, steps=2, gibbs_steps=0),
+            lambda: P.train_sml_pt(o["rbm"], bits, seed=key, steps=2, gibbs_steps=0),
             "gibbs_steps",
         ),
         (
             "train_sml_pt x not binary",
-            lambda: P.train_sml_pt(o["rbm"], half, key, steps=2),
+            lambda: P.train_sml_pt(o["rbm"], half, seed=key, steps=2),
             "x_train",
         ),
         ("exact_log_z negative beta", lambda: P.exact_log_z(o["rbm"], beta=-0.5), "beta"),
@@ -222,29 +222,39 @@ def _calls():
         ("init_ebp sigma_w=0", lambda: E.init_ebp(key, [10, 5, 1], sigma_w=0.0), "sigma_w"),
         (
             "train_ebp x of the wrong width",
-            lambda: E.train_ebp(net, np.zeros((30, 9), np.float32), labels, key, kind="binary"),
+            lambda: E.train_ebp(
+                net, np.zeros((30, 9), np.float32), labels, seed=key, kind="binary"
+            ),
             "x",
         ),
         (
             "train_ebp y of the wrong length",
-            lambda: E.train_ebp(net, x8, labels[:20], key, kind="binary"),
+            lambda: E.train_ebp(net, x8, labels[:20], seed=key),
             "y",
         ),
         (
             "train_ebp 0/1 labels",
-            lambda: E.train_ebp(net, x8, (labels > 0).astype(np.float32), key, kind="binary"),
+            lambda: E.train_ebp(net, x8, (labels > 0).astype(np.float32), seed=key),
             "y",
         ),
-        ("train_ebp NaN in x", lambda: E.train_ebp(net, nan_x8, labels, key, kind="real"), "x"),
+        (
+            "train_ebp NaN in x",
+            lambda: E.train_ebp(net, nan_x8, labels, seed=key),
+            "x",
+        ),
         (
             "train_ebp no epochs",
-            lambda: E.train_ebp(net, x8, labels, key, kind="binary", epochs=0),
+            lambda: E.train_ebp(net, x8, labels, seed=key, epochs=0),
             "epochs",
         ),
-        ("train_bp negative lr", lambda: E.train_bp(net, x8, labels, key, lr=-0.1), "lr"),
+        (
+            "train_bp negative lr",
+            lambda: E.train_bp(net, x8, labels, seed=key, learning_rate=-0.1),
+            "learning_rate",
+        ),
         (
             "train_bp unknown loss",
-            lambda: E.train_bp(net, x8, labels, key, lr=0.1, loss="hinge"),
+            lambda: E.train_bp(net, x8, labels, seed=key, learning_rate=0.1, loss="hinge"),
             "loss",
         ),
         (

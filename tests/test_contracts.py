@@ -3,6 +3,7 @@ must refuse (`lib.toolkit.bad_calls`) raises a ValueError or TypeError naming th
 timeout. Plus the bad calls a user makes by mistake that contracts alone cannot see (the body's
 checks)."""
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -32,7 +33,7 @@ def _examples():
         D.DARN: darn,
         nnx.Module: darn,
         D.Reinforce: D.Reinforce(darn, rngs=nnx.Rngs(0)),
-        E.EBPNet: E.init_ebp(jax.random.key(0), [4, 3, 1]),
+        E.EBPNet: E.init_ebp(jax.random.key(0), [4, 3, 1], kind="binary"),
         P.RBM: P.RBM(4, 3, rngs=nnx.Rngs(0)),
         P.Tracker: P.tracker_init(3, 0.0),
         N.NRAMSpec: N.NRAMSpec(),
@@ -152,19 +153,18 @@ def test_checks_inside_the_function_body():
     _raises_naming("n_hidden", D.DARN, 6, [3, True], rngs=nnx.Rngs(0))
     _raises_naming("sizes", D.split_layers, np.zeros((2, 5)), [2, 2])
 
-    net = E.init_ebp(jax.random.key(0), [6, 4, 1])
+    net = E.init_ebp(jax.random.key(0), [6, 4, 1], kind="binary")
     y = np.where(x[:, 0] > 0, 1.0, -1.0)
-    out = E.ebp_p(net, x, "binary")  # (30, 1) against labels (30,), as load_ebp gives them
+    out = E.ebp_p(net, x)  # (30, 1) against labels (30,), as load_ebp gives them
     assert E.error_rate(out, y) == pytest.approx(
         float(np.mean(np.sign(np.asarray(out)[:, 0]) != y))
     )
     _raises_naming("y", E.error_rate, out, np.zeros(30))
     _raises_naming("y", E.error_rate, np.zeros((30, 3)), y)
-    _raises_naming("kind", E.train_ebp, net, x, y, jax.random.key(0), kind="ternary")
-    _raises_naming("lr", E.train_bp, net, x, y, jax.random.key(0), lr=float("nan"))
-    _raises_naming(
-        "batch_size", E.train_ebp, net, x, y, jax.random.key(0), kind="binary", batch_size=64
-    )
+    _raises_naming("kind", E.train_ebp, net, x, y, kind="ternary")
+    _raises_naming("kind", E.train_ebp, net, x, y, kind="real")  # the net's are binary
+    _raises_naming("learning_rate", E.train_bp, net, x, y, learning_rate=float("nan"))
+    _raises_naming("batch_size", E.train_ebp, net, x, y, batch_size=64)
 
     rbm = P.RBM(6, 3, rngs=nnx.Rngs(0))
     for betas in ([1.0], [1.0, 0.5, 0.0], [0.0, 0.5], [0.0, 0.7, 0.3, 1.0]):  # once a wrong log Z
@@ -174,7 +174,7 @@ def test_checks_inside_the_function_body():
     assert P.binary_codes(30, start=5, count=3).shape == (3, 30)
     _raises_naming("(n=30)", D.all_binary, 30)
     _raises_naming(
-        "lr", P.train_sml_pt, rbm, x, jax.random.key(0), steps=10, lr=float("nan"), track=False
+        "learning_rate", P.train_sml_pt, rbm, x, steps=10, learning_rate=float("nan"), track=False
     )
 
 
@@ -184,19 +184,20 @@ def test_a_diverging_ebp_pass_stops_naming_the_pass_and_the_quantity(monkeypatch
 
     x = np.random.default_rng(0).normal(size=(40, 5)).astype(np.float32)
     y = np.where(x[:, 0] > 0, 1.0, -1.0)
-    net = E.init_ebp(jax.random.key(0), [5, 4, 1])
+    net = E.init_ebp(jax.random.key(0), [5, 4, 1], kind="real")
     passes, original = [], E._scan_dense
 
     def scan_then_break_the_second_pass(*args):  # a NaN in an output bias after pass 2
         out = original(*args)
         passes.append(1)
         if len(passes) == 2:
-            out = out._replace(biases=(out.biases[0], out.biases[1].at[0].set(np.nan)))
+            biases = (out.biases[0], out.biases[1].at[0].set(np.nan))
+            out = dataclasses.replace(out, biases=biases)
         return out
 
     monkeypatch.setattr(E, "_scan_dense", scan_then_break_the_second_pass)
     with pytest.raises(NonFiniteError, match=r"step 2: biases\[1\] is nan"):
-        E.train_bp(net, x, y, jax.random.key(0), lr=0.1, epochs=3, batch_size=10)
+        E.train_bp(net, x, y, seed=0, learning_rate=0.1, epochs=3, batch_size=10)
     assert len(passes) == 2  # stopped at once, not after the last pass
 
 

@@ -260,7 +260,7 @@ def test_training_lowers_the_description_length_and_keeps_the_best():
         )
         after = D.mean_description_length(trained, x, jax.random.key(0))
         assert after < before - 2.0, (estimator, before, after)
-        assert hist["best_step"] == hist["valid_step"][np.argmin(hist["valid"])]
+        assert hist.best_step == hist["valid_step"][np.argmin(hist["valid"])]
 
 
 def test_bad_input_is_refused():
@@ -289,7 +289,7 @@ def test_mixture_of_bernoullis_em_is_monotone_and_exact():
     rng = np.random.default_rng(1)
     protos = rng.random((3, 8)) < 0.5
     x = (protos[rng.integers(0, 3, 400)] ^ (rng.random((400, 8)) < 0.1)).astype(np.uint8)
-    model, hist = D.fit_mixture_of_bernoullis(x, 4, max_iterations=40, tol=0.0, dtype=jnp.float64)
+    model, hist = D.fit_mixture_of_bernoullis(x, 4, steps=40, tol=0.0, dtype=jnp.float64)
     # EM climbs the penalised likelihood (the Beta prior shifts the optimum a little): the
     # likelihood
     # itself rises overall and never falls by more than a sliver
@@ -412,7 +412,7 @@ def test_patience_stops_after_that_many_evaluations_without_improvement():
         patience=3,
         progress=False,
     )
-    assert list(hist["valid_step"]) == [100, 200, 300, 400, 500] and hist["best_step"] == 200
+    assert list(hist["valid_step"]) == [100, 200, 300, 400, 500] and hist.best_step == 200
 
 
 @pytest.mark.slow

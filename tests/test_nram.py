@@ -510,24 +510,25 @@ def test_keep_best_returns_the_controller_of_the_best_chunk():
     config = SHORT_ACCESS
     result = N.train_nram(config, progress=False)
     h = result.history
-    assert result.selected_step < config.steps  # this run's last chunk is not its best
+    assert result.history.selected_step < config.steps  # this run's last chunk is not its best
     keys = [(lv, -e) for lv, e in zip(h["level"], h["error_level"])]
     best = max(range(len(keys)), key=lambda i: (keys[i], i))
-    assert result.selected_step == h["step"][best]
+    assert result.history.selected_step == h["step"][best]
     shorter = N.train_nram(
-        dataclasses.replace(config, steps=result.selected_step, keep_best=False), progress=False
+        dataclasses.replace(config, steps=result.history.selected_step, keep_best=False),
+        progress=False,
     )
-    assert shorter.selected_step == result.selected_step
+    assert shorter.history.selected_step == result.history.selected_step
     chosen, stopped = (
-        nnx.state(c, nnx.Param) for c in (result.controller, shorter.final_controller)
+        nnx.state(c, nnx.Param) for c in (result.model, shorter.history.final_controller)
     )
     for x, y in zip(jax.tree.leaves(chosen), jax.tree.leaves(stopped)):
         np.testing.assert_array_equal(x, y)
     last = N.train_nram(dataclasses.replace(config, keep_best=False), progress=False)
-    assert last.selected_step == config.steps
+    assert last.history.selected_step == config.steps
     for x, y in zip(
-        jax.tree.leaves(nnx.state(last.controller, nnx.Param)),
-        jax.tree.leaves(nnx.state(result.final_controller, nnx.Param)),
+        jax.tree.leaves(nnx.state(last.model, nnx.Param)),
+        jax.tree.leaves(nnx.state(result.history.final_controller, nnx.Param)),
     ):
         np.testing.assert_array_equal(x, y)
 
@@ -712,12 +713,15 @@ def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path, e
         )
     assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == [60, 120]
     resumed = N.train_nram(config, progress=False, checkpoint_dir=tmp_path, checkpoint_every=60)
-    assert resumed.level == straight.level and resumed.selected_step == straight.selected_step
+    assert (
+        resumed.history.level == straight.history.level
+        and resumed.history.selected_step == straight.history.selected_step
+    )
     for name in straight.history:
         np.testing.assert_array_equal(resumed.history[name], straight.history[name], err_msg=name)
     for a, b in (
-        (resumed.controller, straight.controller),
-        (resumed.final_controller, straight.final_controller),
+        (resumed.model, straight.model),
+        (resumed.history.final_controller, straight.history.final_controller),
     ):
         assert N.controller_text(a) == N.controller_text(b)
 
@@ -740,7 +744,7 @@ def test_training_from_a_given_controller_starts_from_its_parameters(tmp_path, m
         *N.train_nram_seeds(config, [0, 1], init=donor, progress=False),
     ]
     for run in runs:
-        for x, y in zip(_params(run.final_controller), _params(donor)):
+        for x, y in zip(_params(run.history.final_controller), _params(donor)):
             np.testing.assert_allclose(x, y, atol=1e-6)
     fresh = N.make_controller(config, nnx.Rngs(config.seed))  # where a run without init starts
     assert max(np.abs(x - y).max() for x, y in zip(_params(fresh), _params(donor))) > 0.1
@@ -877,7 +881,7 @@ def test_nram_search_experiment_end_to_end():
         assert again["error"] == r["error"]
     # a seed trained beside another is the seed trained alone (train_nram_seeds' contract)
     alone = N.train_nram(N.TrainConfig(**rows[1]["train_config"]), progress=False)
-    assert alone.level == rows[1]["final_level"]
+    assert alone.history.level == rows[1]["final_level"]
     np.testing.assert_allclose(alone.history["loss"], rows[1]["history"]["loss"], rtol=1e-4)
     with pytest.raises(ValueError, match="settings"):
         R.run_nram_search(
@@ -1137,7 +1141,7 @@ config = N.TrainConfig(task="copy", memory_size=8, timesteps=6, max_difficulty=3
                        chunk=20, min_gap=20, hidden=16, learning_rate=0.05, seed=3)
 result = N.train_nram(config, progress=False)
 history = {k: np.asarray(v).tolist() for k, v in result.history.items()}
-digest = hashlib.sha256(N.controller_text(result.final_controller).encode()).hexdigest()
+digest = hashlib.sha256(N.controller_text(result.history.final_controller).encode()).hexdigest()
 print(json.dumps({"history": history, "controller": digest}))
 """
 
@@ -1184,10 +1188,13 @@ def test_seeds_trained_side_by_side_match_each_seed_alone_and_resume(tmp_path):
         np.testing.assert_array_equal(got.history["level"], alone.history["level"])
         np.testing.assert_allclose(got.history["loss"], alone.history["loss"], rtol=1e-3)
         np.testing.assert_allclose(got.history["error"], alone.history["error"], atol=0.02)
-        assert got.level == alone.level and got.selected_step == alone.selected_step
+        assert (
+            got.history.level == alone.history.level
+            and got.history.selected_step == alone.history.selected_step
+        )
         for a, b in (
-            (got.controller, alone.controller),
-            (got.final_controller, alone.final_controller),
+            (got.model, alone.model),
+            (got.history.final_controller, alone.history.final_controller),
         ):
             for x, y in zip(
                 jax.tree.leaves(nnx.state(a, nnx.Param)), jax.tree.leaves(nnx.state(b, nnx.Param))
@@ -1203,11 +1210,16 @@ def test_seeds_trained_side_by_side_match_each_seed_alone_and_resume(tmp_path):
         SIDE_BY_SIDE, seeds, progress=False, checkpoint_dir=tmp_path, checkpoint_every=40
     )
     for a, b in zip(resumed, together):
-        assert a.level == b.level and a.selected_step == b.selected_step
+        assert (
+            a.history.level == b.history.level
+            and a.history.selected_step == b.history.selected_step
+        )
         for name in b.history:
             np.testing.assert_array_equal(a.history[name], b.history[name], err_msg=name)
-        assert N.controller_text(a.controller) == N.controller_text(b.controller)
-        assert N.controller_text(a.final_controller) == N.controller_text(b.final_controller)
+        assert N.controller_text(a.model) == N.controller_text(b.model)
+        assert N.controller_text(a.history.final_controller) == N.controller_text(
+            b.history.final_controller
+        )
 
 
 @pytest.mark.parametrize(
@@ -1281,7 +1293,7 @@ def test_a_value_entropy_penalty_sharpens_the_registers():
     spread = {}
     for mu in (0.0, 0.1):
         result = N.train_nram(dataclasses.replace(base, value_entropy=mu), progress=False)
-        run = N.run_fuzzy(base.spec(), result.controller, memory, target, base.timesteps)
+        run = N.run_fuzzy(base.spec(), result.model, memory, target, base.timesteps)
         spread[mu] = float(jnp.mean(jnp.sum(run.value_entropy, 0)))
     assert spread[0.1] < spread[0.0], spread
     with pytest.raises(ValueError, match="value_entropy"):
@@ -1299,7 +1311,7 @@ def test_a_negative_entropy_coefficient_sharpens_the_circuits_and_a_positive_one
     spread = {}
     for coefficient in (-0.05, 0.0, 0.05):
         result = N.train_nram(dataclasses.replace(base, entropy=coefficient), progress=False)
-        controller = result.controller
+        controller = result.model
         run = N.run_fuzzy(
             base.spec(),
             controller,

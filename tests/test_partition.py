@@ -298,9 +298,9 @@ def test_tracker_follows_exact_log_z_while_training_a_small_rbm(adapt):
     res = P.train_sml_pt(
         rbm,
         x,
-        jax.random.key(0),
+        seed=0,
         steps=3000,
-        lr=0.02,
+        learning_rate=0.02,
         alpha=1e3,
         eval_every=500,
         betas=P.linear_betas(6),
@@ -308,16 +308,16 @@ def test_tracker_follows_exact_log_z_while_training_a_small_rbm(adapt):
         adapt=adapt,
         evaluate=lambda model, state, t: {"exact": P.exact_log_z(model)},
     )
-    errors = [abs(r["log_z"] - r["exact"]) for r in res.evals]
-    assert res.evals[-1]["exact"] - z0 > 3.0
+    errors = [abs(r["log_z"] - r["exact"]) for r in res.history.evals]
+    assert res.history.evals[-1]["exact"] - z0 > 3.0
     assert max(errors) < 0.5, errors
     if adapt:  # the temperatures moved, and stayed valid
-        betas = [np.asarray(r["betas"]) for r in res.evals]
+        betas = [np.asarray(r["betas"]) for r in res.history.evals]
         assert np.abs(betas[-1] - np.linspace(1, 0, 6)).max() > 0.02
         for b in betas:
             P.check_betas(b)
     else:
-        assert "betas" not in res.evals[-1]
+        assert "betas" not in res.history.evals[-1]
 
 
 def test_adapt_betas_equalises_rates_of_its_model_and_checks_input():
@@ -359,15 +359,15 @@ def test_adapt_betas_equalises_rates_of_its_model_and_checks_input():
 def test_bad_input_is_refused():
     rbm = P.RBM(6, 3, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match="binary"):
-        P.train_sml_pt(rbm, np.full((10, 6), 0.5), jax.random.key(0), steps=1)
+        P.train_sml_pt(rbm, np.full((10, 6), 0.5), seed=0, steps=1)
     with pytest.raises(ValueError, match="shape"):
-        P.train_sml_pt(rbm, np.zeros((10, 5)), jax.random.key(0), steps=1)
+        P.train_sml_pt(rbm, np.zeros((10, 5)), seed=0, steps=1)
     with pytest.raises(ValueError, match="decreasing"):
         P.check_betas([1.0, 0.2, 0.5, 0.0])
     with pytest.raises(ValueError, match="from 1"):
         P.check_betas([0.9, 0.0])
     with pytest.raises(ValueError, match="n_chains must be an integer >= 2"):
-        P.train_sml_pt(rbm, np.zeros((10, 6)), jax.random.key(0), steps=1, n_chains=1)
+        P.train_sml_pt(rbm, np.zeros((10, 6)), seed=0, steps=1, n_chains=1)
 
 
 @pytest.mark.slow
@@ -381,17 +381,17 @@ def test_early_stopping_returns_the_best_tracked_validation_point():
     res = P.train_sml_pt(
         rbm,
         x_train,
-        jax.random.key(0),
+        seed=0,
         steps=6000,
-        lr=0.05,
+        learning_rate=0.05,
         eval_every=200,
         betas=P.linear_betas(5),
         x_valid=x_valid,
         patience=3,
     )
-    valid = [r["valid_ll"] for r in res.evals]
+    valid = [r["valid_ll"] for r in res.history.evals]
     best = int(np.argmax(valid))
-    assert res.best_step == res.evals[best]["step"]
+    assert res.history.best_step == res.history.evals[best]["step"]
     assert len(valid) - 1 - best <= 3  # stopped at most `patience` evaluations later
     # the returned model is the best one: its exact validation likelihood is the recorded best up to
     # tracking error
@@ -400,13 +400,13 @@ def test_early_stopping_returns_the_best_tracked_validation_point():
     ) - P.exact_log_z(res.model)
     assert abs(exact - valid[best]) < 0.5
     with pytest.raises(ValueError, match="x_valid"):
-        P.train_sml_pt(rbm, x_train, jax.random.key(0), steps=10, patience=2)
+        P.train_sml_pt(rbm, x_train, seed=0, steps=10, patience=2)
 
 
 def test_time_sml_pt_reports_both_variants():
     rbm = P.RBM(8, 4, rngs=nnx.Rngs(0))
     x = (np.random.default_rng(0).random((50, 8)) < 0.5).astype(np.uint8)
-    out = P.time_sml_pt(rbm, x, jax.random.key(0), steps=20, repeats=1, betas=P.linear_betas(3))
+    out = P.time_sml_pt(rbm, x, seed=0, steps=20, repeats=1, betas=P.linear_betas(3))
     assert out["train"] > 0 and out["train_and_track"] > 0
     assert out["overhead"] == pytest.approx(out["train_and_track"] / out["train"] - 1)
 
@@ -520,12 +520,17 @@ def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
     make = lambda n: (protos[rng.integers(0, 3, n)] ^ (rng.random((n, 12)) < 0.1)).astype(np.uint8)
     x_train, x_valid = make(40), make(200)
     kwargs = dict(
-        steps=2000, lr=0.05, eval_every=200, betas=P.linear_betas(5), x_valid=x_valid, patience=20
+        steps=2000,
+        learning_rate=0.05,
+        eval_every=200,
+        betas=P.linear_betas(5),
+        x_valid=x_valid,
+        patience=20,
     )
 
     def run(**more):
         rbm = P.RBM(12, 10, rngs=nnx.Rngs(0), visible_bias=P.log_odds_of_mean(x_train))
-        return P.train_sml_pt(rbm, x_train, jax.random.key(0), **kwargs, **more)
+        return P.train_sml_pt(rbm, x_train, seed=0, **kwargs, **more)
 
     straight = run()
 
@@ -538,13 +543,13 @@ def test_an_interrupted_training_resumes_to_the_uninterrupted_result(tmp_path):
         run(checkpoint_dir=tmp_path, checkpoint_every=400, evaluate=stop_at_1000)
     assert max(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == 800
     resumed = run(checkpoint_dir=tmp_path, checkpoint_every=400)
-    assert resumed.best_step == straight.best_step
-    assert [{k: v for k, v in r.items() if k != "seconds"} for r in resumed.evals] == [
-        {k: v for k, v in r.items() if k != "seconds"} for r in straight.evals
+    assert resumed.history.best_step == straight.history.best_step
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in resumed.history.evals] == [
+        {k: v for k, v in r.items() if k != "seconds"} for r in straight.history.evals
     ]
     for a, b in zip(
-        jax.tree.leaves((resumed.state, resumed.history)),
-        jax.tree.leaves((straight.state, straight.history)),
+        jax.tree.leaves((resumed.history.state, dict(resumed.history))),
+        jax.tree.leaves((straight.history.state, dict(straight.history))),
     ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     for a, b in zip(

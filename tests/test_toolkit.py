@@ -2,6 +2,7 @@
 experiments."""
 
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -1256,3 +1257,63 @@ def test_every_public_class_shows_its_constructors_parameters():
 
     model = D.AutoregressiveBernoulli(3, 0, autoregressive=True, rngs=nnx.Rngs(0))
     assert "__signature__" not in vars(model) and not hasattr(model, "__signature__")
+
+
+def test_history_is_a_dict_of_arrays_with_attributes_and_rows():
+    from lib.toolkit import History
+
+    h = History({"step": [1, 2, 3], "loss": np.array([0.5, 0.25, 0.125])}, best_step=2)
+    assert all(isinstance(v, np.ndarray) for v in h.values()) and h.best_step == 2
+    assert h.rows() == [dict(step=s, loss=l) for s, l in zip([1, 2, 3], [0.5, 0.25, 0.125])]
+    assert h.rows("loss") == [{"loss": 0.5}, {"loss": 0.25}, {"loss": 0.125}]
+    with pytest.warns(DeprecationWarning, match="history.best_step"):
+        assert h["best_step"] == 2  # where trainers kept it before
+    with pytest.raises(KeyError):
+        h["missing"]
+    with pytest.raises(ValueError, match="different lengths"):
+        History({"a": [1], "b": [1, 2]}).rows()
+
+
+def test_seed_key_is_jax_key_of_the_integer_and_keeps_a_key():
+    from lib.toolkit import seed_key
+
+    for s in (0, 7, np.int64(3)):
+        assert (
+            jax.random.key_data(seed_key(s)) == jax.random.key_data(jax.random.key(int(s)))
+        ).all()
+    k = jax.random.key(5)
+    assert seed_key(k) is k
+    for bad in (-1, 1.5, "0", True):
+        with pytest.raises(ValueError, match="seed"):
+            seed_key(bad)
+
+
+def test_renamed_maps_old_keywords_and_positionals_and_refuses_both():
+    from lib.toolkit import renamed
+
+    @renamed(positional=("key",), key="seed", lr="learning_rate")
+    def f(x, *, learning_rate=1.0, seed=0):
+        return x, learning_rate, seed
+
+    assert f(1, learning_rate=2, seed=3) == (1, 2, 3)
+    with pytest.warns(DeprecationWarning, match="use learning_rate="):
+        assert f(1, lr=2) == (1, 2, 0)
+    with pytest.warns(DeprecationWarning, match="use seed="):
+        assert f(1, 9) == (1, 1.0, 9)
+    with pytest.raises(TypeError, match="both"):
+        f(1, lr=2, learning_rate=2)
+    with pytest.raises(TypeError, match="positional"):
+        f(1, 2, 3)
+    assert list(inspect.signature(f).parameters) == ["x", "learning_rate", "seed"]
+
+
+def test_put_global_places_a_tree_like_device_put_keys_included():
+    """One process: put_global is jax.device_put (its path across processes runs in
+    tests/test_distributed.py)."""
+    from lib.toolkit import data_mesh, put_global, replicated
+
+    tree = {"w": jnp.arange(4.0), "key": jax.random.key(3), "n": np.int32(2)}
+    placed = put_global(tree, replicated(data_mesh()))
+    np.testing.assert_array_equal(placed["w"], tree["w"])
+    assert (jax.random.key_data(placed["key"]) == jax.random.key_data(tree["key"])).all()
+    assert placed["w"].sharding.is_equivalent_to(replicated(data_mesh()), 1)
