@@ -124,7 +124,12 @@ _UCI_PARTS = {
         "energy-splits9-13",
         "energy-split19",
     ),
-    "wine-quality-red": ("wine-splits0-4", "wine-splits5-9", "wine-splits10-14"),
+    "wine-quality-red": (
+        "wine-splits0-4",
+        "wine-splits5-9",
+        "wine-splits10-14",
+        "wine-splits15-19",
+    ),
     "power-plant": (
         "power-split0",
         "power-split0-dgp3",
