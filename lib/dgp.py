@@ -32,6 +32,7 @@ from lib.toolkit import Array, Bool, Float, Function, Instance, Int, Maybe, OneO
 from lib.toolkit import constructor_signatures
 from lib.toolkit import FlatStep, check_array, checks, fit, minibatches, nnx_model, nnx_step
 from lib.toolkit import History, Seed, Trained, add_to_class, nnx_train_state, seed_key
+from lib.toolkit import full_precision
 
 
 # %% book/dgp.md
@@ -846,6 +847,7 @@ class DeepGP(nnx.Module):
     def _check_y(self, y, x):
         return self.likelihood.check_y(y, x.shape[0], self.layers[-1].num_outputs)
 
+    @full_precision
     def propagate(self, x, key, num_samples: int = 1):
         """Sample through layers 1..L-1 (eq. dgp-sample); return the last layer's marginals: x (N,
         D) -> (mean, var), each (num_samples, N, P)."""
@@ -863,6 +865,7 @@ class DeepGP(nnx.Module):
         """KL[q(U) || p(U)] summed over the layers (eq. dgp-elbo)."""
         return sum(layer.kl() for layer in self.layers)
 
+    @full_precision
     def elbo(self, x, y, key, num_samples: int = 1):
         """Unbiased estimate of the bound (eq. dgp-elbo) from a minibatch x (B, D), y (B, P). The
         rows go through all the layers in chunks (`sum_rows`), each chunk's gradient taken as it
@@ -887,6 +890,7 @@ class DeepGP(nnx.Module):
         data_term = sum_rows(rows, params, (rep(x), rep(y), noise), chunk) / S
         return self.num_data / N * data_term - self.kl()
 
+    @full_precision
     def predict_y(self, x, key, num_samples: int = 100):
         """Mean and variance of the predictive mixture of y (eq. 18), each (N, P)."""
         mean, var = self.propagate(x, key, num_samples)
@@ -894,6 +898,11 @@ class DeepGP(nnx.Module):
         mix_mean = jnp.mean(m, 0)
         return mix_mean, jnp.mean(v + m**2, 0) - mix_mean**2
 
+
+# %% book/dgp.md
+@add_to_class(DeepGP)
+class _DeepGPDensity:
+    @full_precision
     def log_density(self, x, y, key, num_samples: int = 100):
         """log (1/S) sum_s p(y | mu_s, var_s) for each test point: the mixture's log density, (N,
         P)."""
@@ -1076,6 +1085,7 @@ def step_compiler_options(dtype) -> dict | None:
 
 
 # %% book/dgp.md
+@full_precision
 @checks(
     model=Instance(DeepGP),
     x=Array(ndim=2),
@@ -1157,6 +1167,7 @@ def train_dgp(
 
 
 # %% book/dgp.md
+@full_precision
 @checks(
     model=Instance(DeepGP),
     std=Instance(Standardizer),

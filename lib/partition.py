@@ -28,7 +28,7 @@ from lib.toolkit import constructor_signatures
 from lib.toolkit import OneOf, add_to_class, checks
 from lib.toolkit import check_array, restore_checkpoint, save_checkpoint
 from lib.toolkit import Progress
-from lib.toolkit import History, Seed, Trained, renamed, seed_key
+from lib.toolkit import History, Seed, Trained, full_precision, renamed, seed_key
 
 
 # %% book/partition.md
@@ -134,6 +134,7 @@ class RBM(nnx.Module):
         """sum_j softplus(beta a_j): the beta-dependent part of -F_beta, from a = a(v)."""
         return jnp.sum(softplus(jnp.asarray(beta)[..., None] * a), -1)
 
+    @full_precision
     def free_energy(self, v, beta=1.0):
         """F_beta(v) = -b'v - sum_j softplus(beta a_j(v))  (eq. pt-tempered)."""
         return -(v @ self.b[...]) - self.tempered_term(self.hidden_input(v), beta)
@@ -233,6 +234,7 @@ def _product_columns(K, other, low_bits: int) -> np.ndarray:
     )
 
 
+@full_precision
 @checks(rbm=Instance(RBM), beta=Float(0), low_bits=Int(1), max_bits=Int(1))
 def exact_log_z(rbm: RBM, beta: float = 1.0, *, low_bits: int = 14, max_bits: int = 30) -> float:
     """log Z_beta, exactly (eq. pt-exact), enumerating the smaller layer in chunks of 2^low_bits
@@ -409,6 +411,7 @@ def _spd_inverse(a):
     )
 
 
+@full_precision
 @checks(tracker=Instance(Tracker))
 def kalman_update(tracker: Tracker, o_dt, var_dt, o_db, var_db, log_z_base, process_var) -> Tracker:
     """One step of Figure 2 in precision form (eqs. pt-joint, pt-marginal, then the bridge term).
@@ -517,6 +520,7 @@ def check_ais_betas(betas) -> jax.Array:
 
 
 # %% book/partition.md
+@full_precision
 @checks(rbm=Instance(RBM), key=Key(), base_bias=Maybe(Array(ndim=1)), n_runs=Int(2))
 def ais_log_z(rbm: RBM, key, *, base_bias=None, betas=None, n_runs: int = 100) -> AISResult:
     """log Z by AIS from the base-rate model exp(base_bias'v) (eq. pt-ais); base_bias defaults to
@@ -561,6 +565,7 @@ def _sml_loss(params, graphdef, v_data, v_model):
 
 
 # %% book/partition.md
+@full_precision
 def sml_pt_step(
     graphdef,
     state: SMLState,
@@ -843,6 +848,7 @@ def _sml_inputs(rbm: RBM, x_train, x_valid, betas, batch_size: int, patience, tr
 
 # %% book/partition.md
 @renamed(positional=("key",), key="seed", lr="learning_rate")
+@full_precision
 @checks(**_SML_PT_CONTRACTS)
 def train_sml_pt(
     rbm: RBM,
@@ -883,13 +889,12 @@ def train_sml_pt(
     Every `eval_every` updates: the tracked log Z and its sd are recorded; given x_valid, so is the
     tracked validation log-likelihood -mean F(x_valid) - zeta_1; evaluate(model, state, step) ->
     dict adds its own entries (exact log Z, AIS, ...). With `patience`, training stops after that
-    many evaluations without a better validation likelihood and returns the best model (early
-    stopping). checkpoint_dir: save everything (chains, tracker, parameters, history) there at the
-    first evaluation `checkpoint_every` updates after the last save, and resume from the latest
+    many evaluations without a better validation likelihood and returns the best model.
+    checkpoint_dir: save everything (chains, tracker, parameters, history) there at the first
+    evaluation `checkpoint_every` updates after the last save, and resume from the latest
     checkpoint found there. adapt: after every evaluation, move the temperatures by
     `adapt_betas(..., step=adapt_step)` using the swap rates since the previous one; each
-    evaluation row then holds the betas of the next updates. progress: report the updates done and
-    the latest evaluation (toolkit `Progress`).
+    evaluation row holds the betas of the next updates. progress: a report (toolkit `Progress`).
     """
     x_train, x_valid, betas = _sml_inputs(rbm, x_train, x_valid, betas, batch_size, patience, track)
     graphdef, _, rest = nnx.split(rbm, nnx.Param, ...)

@@ -1407,6 +1407,21 @@ def _resolve_mesh(mesh, first_batch: Callable):
 
 
 # %% book/toolkit.md
+def full_precision(fn):
+    """Decorator: `fn` runs with jax.default_matmul_precision("highest"), its matrix products in
+    full float32 (on a GPU, not TF32), whatever the caller's global setting; a jitted function it
+    calls is traced (and cached) under that setting."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with jax.default_matmul_precision("highest"):
+            return fn(*args, **kwargs)
+
+    wrapped.__full_precision__ = True
+    return wrapped
+
+
+# %% book/toolkit.md
 class SoftmaxRegression(nnx.Module):
     """p(y | x) = softmax(W x + b): the toolkit's example model (Appendix B)."""
 
@@ -1462,6 +1477,7 @@ __all__ = [
     "data_mesh",
     "shard_batch",
     "put_global",
+    "full_precision",
     "replicated",
     "checks",
     "Arg",

@@ -244,3 +244,51 @@ def test_build_dgp_whitens_by_default_and_the_paper_preset_does_not():
     from lib.record import EXPERIMENTS
 
     assert GR.run_dgp_uci and EXPERIMENTS["dgp-uci"].presets["paper"]["whiten"] is False
+
+
+def _dot_precisions(fn, *args) -> set:
+    jaxpr = jax.make_jaxpr(fn)(*args)
+    found = set()
+
+    def walk(jaxpr):
+        for e in jaxpr.eqns:
+            if e.primitive.name == "dot_general":
+                found.add(str(e.params["precision"]))
+            for value in e.params.values():  # the programs inside (jit, scan, cond, ...)
+                for sub in value if isinstance(value, (list, tuple)) else [value]:
+                    sub = getattr(sub, "jaxpr", sub)  # a ClosedJaxpr's Jaxpr
+                    if hasattr(sub, "eqns"):
+                        walk(sub)
+
+    walk(jaxpr.jaxpr)
+    return found
+
+
+def test_the_products_that_need_full_float32_ask_for_it_whatever_the_global_setting():
+    """Under a GPU's default (TF32, set globally), the partition function's and the deep GP's
+    products are still full float32 (Precision.HIGHEST in their programs), and the entry points
+    of their runs say so (the toolkit's full_precision)."""
+    rbm = P.RBM(6, 3, rngs=nnx.Rngs(0))
+    _, x, y, _ = _data()
+    dgp = G.build_dgp(x, y, 2, num_inducing=4)
+    tracker = P.tracker_init(3, 0.0)
+    highest = {"(Precision.HIGHEST, Precision.HIGHEST)"}
+    with jax.default_matmul_precision("tensorfloat32"):
+        assert _dot_precisions(lambda v: rbm.free_energy(v).sum(), jnp.ones((2, 6))) == highest
+        assert (
+            _dot_precisions(
+                lambda x, y: dgp.elbo(x, y, jax.random.key(0)),
+                jnp.asarray(x),
+                jnp.asarray(y)[:, None],
+            )
+            == highest
+        )
+        o, q = jnp.zeros(2), jnp.full(3, 1e-3)  # three temperatures
+        assert (
+            _dot_precisions(lambda t: P.kalman_update(t, o, o + 1, o, o + 1, 0.0, q).mean, tracker)
+            == highest
+        )
+        assert _dot_precisions(lambda v: (v @ v.T).sum(), jnp.ones((2, 6))) != highest  # plain
+    for fn in (P.train_sml_pt, P.ais_log_z, P.exact_log_z, P.sml_pt_step, G.train_dgp):
+        assert getattr(fn, "__full_precision__", False), fn.__name__
+    assert getattr(G.evaluate_dgp, "__full_precision__", False)
