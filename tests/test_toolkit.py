@@ -603,6 +603,10 @@ def test_a_parts_checkpoints_cross_sessions_in_its_handoff_file(tmp_path):
         "checkpoints/u/2000/state/d": "new",
         "checkpoints/u/2000/extra/metadata": "{}",
         "checkpoints/v/500/state/d": "only",
+        # a unit with a folder per kind of checkpoint (train_darn's validated/ and steps/)
+        "checkpoints/w/steps/300/state/d": "old",
+        "checkpoints/w/steps/400/state/d": "new",
+        "checkpoints/w/validated/300/state/d": "new",
     }
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
@@ -614,7 +618,7 @@ def test_a_parts_checkpoints_cross_sessions_in_its_handoff_file(tmp_path):
     back = {
         p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*") if p.is_file()
     }
-    assert back == {k: v for k, v in files.items() if "/1000/" not in k}
+    assert back == {k: v for k, v in files.items() if v != "old"}
     (folder / "run.json").write_text('{"later": 1}')
     assert not queue.unstow(entry, tmp_path)  # this session's folder stays
     assert (folder / "run.json").read_text() == '{"later": 1}'

@@ -164,9 +164,13 @@ def stow(entry: dict, root: Path = ROOT) -> Path | None:
     with tarfile.open(target, "w:gz") as tar:
         for path in sorted(p for p in source.rglob("*") if p.is_file()):
             parts = path.relative_to(source).parts
-            if parts[0] == "checkpoints" and len(parts) > 3:  # checkpoints/<unit>/<step>/...
-                steps = (d.name for d in (source / parts[0] / parts[1]).iterdir())
-                if parts[2] != str(max(int(s) for s in steps if s.isdigit())):
+            # checkpoints/<unit>/<step>/... or, with folders per kind of checkpoint (DARN's
+            # validated/ and steps/), checkpoints/<unit>/<kind>/<step>/...: the latest step of each
+            numbered = [i for i, name in enumerate(parts[:-1]) if name.isdigit()]
+            if parts[0] == "checkpoints" and numbered:
+                i = numbered[0]
+                steps = (d.name for d in source.joinpath(*parts[:i]).iterdir())
+                if parts[i] != str(max(int(s) for s in steps if s.isdigit())):
                     continue
             tar.add(path, arcname=path.relative_to(root).as_posix())
     return target
