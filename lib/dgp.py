@@ -1130,7 +1130,7 @@ def train_dgp(
     x, y = (a if hasattr(a, "shape") else np.asarray(a) for a in (x, y))
     y = y.reshape(len(y), 1) if y.ndim == 1 else y
     if not stream:  # (streamed data are checked batch by batch, inside the step)
-        model._check_y(np.asarray(y), np.asarray(x))
+        model._check_y(np.asarray(y), x)  # (x's rows only: it stays where it is)
         x, y = jnp.asarray(x, dtype), jnp.asarray(y, dtype if y.dtype.kind == "f" else None)
     N, key, tx = x.shape[0], seed_key(seed), optax.adam(learning_rate)
     graphdef, state = nnx_train_state(model, tx)

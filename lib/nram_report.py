@@ -21,7 +21,7 @@ import numpy as np
 from flax import nnx
 
 from lib.nram import EASY_TASKS, HARD_TASKS, TASKS
-from lib.toolkit import History, Trained
+from lib.toolkit import Trained
 from lib.nram import NRAMSpec, TrainConfig, controller_text, evaluate, load_controller
 from lib.nram import program_logits, run_fuzzy, train_nram, train_nram_seeds
 from lib.toolkit import Instance, Int, OneOf, checks
@@ -292,20 +292,9 @@ def _side_by_side(train: TrainConfig, seeds: list, checkpoint_dir, init=None) ->
     """train_nram_seeds of `train` for `seeds` (from `init`, as train_nram's): per seed its config
     and its result, whose wall_seconds is the side-by-side training's over the number of seeds."""
     results = train_nram_seeds(train, seeds, init=init, checkpoint_dir=checkpoint_dir)
-    return [
-        (
-            dataclasses.replace(train, seed=seed),
-            Trained(
-                result.model,
-                History(
-                    result.history,
-                    **vars(result.history)
-                    | {"wall_seconds": result.history.wall_seconds / len(seeds)},
-                ),
-            ),
-        )
-        for seed, result in zip(seeds, results)
-    ]
+    for result in results:  # each run's own History
+        result.history.wall_seconds /= len(seeds)
+    return [(dataclasses.replace(train, seed=s), result) for s, result in zip(seeds, results)]
 
 
 def _search_plan(config: dict) -> tuple:

@@ -699,7 +699,7 @@ class Seed(Arg):
         try:
             seed_key(value)
         except ValueError:
-            _refuse(name, self.expected, value, TypeError if _is_traced(value) else ValueError)
+            _refuse(name, self.expected, value)
         return value
 
     def good(self):
