@@ -35,9 +35,9 @@ class SparseRows:
     """n rows of a sparse matrix, flattened: row `row[k]` has value `val[k]` in column `idx[k]`
     (padding: val 0).
 
-    Layer-one products gather the columns of W that occur and sum them per row, so a 230,000-feature
-    input is never densified. `n` (the number of rows) is static; stacked batches scan like
-    arrays."""
+    Layer-one products gather the rows of W (in, out) that occur and sum them per row of the batch,
+    so a 230,000-feature input is never densified. `n` (the number of rows) is static; stacked
+    batches scan like arrays."""
 
     def __init__(self, idx, val, row, n: int):
         self.idx, self.val, self.row, self.n = idx, val, row, n
@@ -120,23 +120,31 @@ def check_inputs(x, name: str = "x"):
 
 
 def _matvec(w, x, power: int = 1, f=None):
-    """(B, out) = sum_j f(w)[:, j] x_j^power for each row x of the batch (dense, or SparseRows).
+    """(B, out) = sum_j x_j^power f(w)[j, :] for each row x of the batch (dense, or SparseRows);
+    w is (in, out).
 
     f: an elementwise function of the weights (default: none), applied, for SparseRows, to the
-    columns that occur only: f of all 230,000 columns at every minibatch would cost more than the
-    rest of the update."""
+    rows that occur only: f of all 230,000 rows at every minibatch would cost more than the rest
+    of the update."""
     if isinstance(x, SparseRows):
-        w = w[:, x.idx]
+        w = w[x.idx]
         w = w if f is None else f(w)
-        return jax.ops.segment_sum((w * x.val**power).T, x.row, num_segments=x.n)
-    return (x**power) @ (w if f is None else f(w)).T
+        return jax.ops.segment_sum(w * (x.val**power)[:, None], x.row, num_segments=x.n)
+    return (x**power) @ (w if f is None else f(w))
+
+
+def _sum_sq(x):
+    """(B, 1): sum_j x_j^2 for each row x of the batch (dense, or SparseRows)."""
+    if isinstance(x, SparseRows):
+        return jax.ops.segment_sum(x.val**2, x.row, num_segments=x.n)[:, None]
+    return jnp.sum(x**2, 1, keepdims=True)
 
 
 def _outer_add(w, g, x):
-    """w + sum_b g[b] x[b]^T."""
+    """w + sum_b x[b] g[b]^T, w (in, out): a rank-B update of contiguous rows."""
     if isinstance(x, SparseRows):
-        return w.at[:, x.idx].add(g[x.row].T * x.val)
-    return w + g.T @ x
+        return w.at[x.idx].add(x.val[:, None] * g[x.row])
+    return w + x.T @ g
 
 
 # %% book/ebp.md
@@ -146,7 +154,8 @@ KINDS = ("binary", "real")
 @partial(jax.tree_util.register_dataclass, data_fields=["fields", "biases"], meta_fields=["kind"])
 @dataclasses.dataclass(frozen=True)
 class EBPNet:
-    """Mean-field posterior of a sign network. fields[l] (out, in): for binary weights the field h
+    """Mean-field posterior of a sign network. fields[l] (in, out), a Flax Dense kernel's layout
+    (layer l's pre-activation is v @ W + b): for binary weights the field h
     with P(W = +1) = sigmoid(2h), mean tanh(h); for real weights the posterior mean (variance fixed
     at 1). biases[l] (out,): real biases, point estimates updated like weights with input 1.
     kind: "binary" or "real", the weights' kind, which every function of the network reads from
@@ -176,8 +185,8 @@ def init_ebp(key, sizes: Sequence[int], *, kind: str | None = None, sigma_w: flo
             f"sizes must list at least an input and an output width, all >= 1, got {sizes}"
         )
     keys = jax.random.split(key, len(sizes) - 1)
-    fields = tuple(
-        (jax.random.uniform(k, (o, i)) - 0.5) * math.sqrt(12 * sigma_w / i)
+    fields = tuple(  # drawn (out, in) as always, so the same key gives the same network
+        ((jax.random.uniform(k, (o, i)) - 0.5) * math.sqrt(12 * sigma_w / i)).T
         for k, i, o in zip(keys, sizes[:-1], sizes[1:])
     )
     return EBPNet(fields, tuple(jnp.zeros(o) for o in sizes[1:]), kind)
@@ -221,7 +230,7 @@ def ebp_forward(net: EBPNet, x, kind: str | None = None, *, extra_var: float = 1
     extra_var: a constant added to every layer's summed variance (1 in the authors' code).
     """
     kind = net_kind(net, kind)
-    width = net.fields[0].shape[1]
+    width = net.fields[0].shape[0]
     if not isinstance(x, SparseRows) and (jnp.ndim(x) != 2 or jnp.shape(x)[1] != width):
         raise ValueError(
             f"x must have shape (batch, {width}) (the network's input width), got "
@@ -234,21 +243,23 @@ def ebp_forward(net: EBPNet, x, kind: str | None = None, *, extra_var: float = 1
     def second(h):  # E[W^2]
         return 1.0 if kind == "binary" else h**2 + 1.0
 
-    def variance(h):  # Var(W)
-        return second(h) - mean(h) ** 2
-
     inputs, mus, variances = [], [], []
     m = x
     for l, (h, b) in enumerate(zip(net.fields, net.biases)):
-        k1 = h.shape[1] + 1.0
+        k1 = h.shape[0] + 1.0
         if l == 0:  # deterministic real input x (of a sparse x, the weights of its nonzeros only)
             mu = (_matvec(h, m, f=mean) + b) / math.sqrt(k1)
-            var = (_matvec(h, m, 2, variance) + extra_var) / k1  # sum_r Var(W) x_r^2
+            # sum_r Var(W) x_r^2, Var(W) = E[W^2] - <W>^2: 1 for every real weight (no product
+            # needed), 1 - tanh(h)^2 for a binary one
+            spread = _sum_sq(m)
+            if kind == "binary":
+                spread = spread - _matvec(h, m, 2, lambda h: mean(h) ** 2)
+            var = jnp.broadcast_to((spread + extra_var) / k1, mu.shape)
         else:  # v in {-1, 1}: E[v^2] = 1
             wm = mean(h)
-            mu = (m @ wm.T + b) / math.sqrt(k1)
-            total = jnp.sum(second(h) * jnp.ones_like(h), 1)  # sum_r E[W^2] E[v^2]
-            var = (total - (m**2) @ (wm**2).T + extra_var) / k1
+            mu = (m @ wm + b) / math.sqrt(k1)
+            total = jnp.sum(second(h) * jnp.ones_like(h), 0)  # sum_r E[W^2] E[v^2]
+            var = (total - (m**2) @ (wm**2) + extra_var) / k1
         inputs.append(m)
         mus.append(mu)
         variances.append(var)
@@ -286,18 +297,18 @@ def ebp_update(net: EBPNet, x, y, kind: str | None = None, *, extra_var: float =
     inputs, mus, variances, _ = ebp_forward(net, x, kind, extra_var=extra_var)
     deltas = [output_delta(mus[-1], variances[-1], y)]
     for l in range(len(net.fields) - 1, 0, -1):  # eq. 4.4
-        k1 = net.fields[l].shape[1] + 1.0
+        k1 = net.fields[l].shape[0] + 1.0
         sigma = jnp.sqrt(variances[l - 1])
         density = jnp.exp(-0.5 * (mus[l - 1] / sigma) ** 2) / (
             math.sqrt(2 * math.pi) * sigma
         )  # N(0 | mu, s^2)
         deltas.insert(
-            0, 2 / math.sqrt(k1) * density * (deltas[0] @ weight_mean(net.fields[l], kind))
+            0, 2 / math.sqrt(k1) * density * (deltas[0] @ weight_mean(net.fields[l], kind).T)
         )
     fields, biases = [], []
     for l, (h, b) in enumerate(zip(net.fields, net.biases)):  # eq. 4.5
-        step = deltas[l] / math.sqrt(h.shape[1] + 1.0)
-        fields.append(_outer_add(h, step, inputs[l]) if l == 0 else h + step.T @ inputs[l])
+        step = deltas[l] / math.sqrt(h.shape[0] + 1.0)
+        fields.append(_outer_add(h, step, inputs[l]) if l == 0 else h + inputs[l].T @ step)
         biases.append(b + jnp.sum(step, 0))
     return EBPNet(tuple(fields), tuple(biases), net.kind)
 
@@ -314,7 +325,7 @@ def sign_network(weights, biases, x):
     b."""
     v = x
     for l, (w, b) in enumerate(zip(weights, biases)):
-        a = (_matvec(w, v) if l == 0 else v @ w.T) + b
+        a = (_matvec(w, v) if l == 0 else v @ w) + b
         v = jnp.sign(a) if l < len(weights) - 1 else a
     return v
 
@@ -483,15 +494,15 @@ def online_passes(
     key = seed_key(seed)
     x = check_inputs(x)
     y = check_labels(y, x.shape[0])
-    if x.shape[1] != net.fields[0].shape[1]:
+    if x.shape[1] != net.fields[0].shape[0]:
         raise ValueError(
             f"x has {x.shape[1]} features but the network's first layer takes "
-            f"{net.fields[0].shape[1]}"
+            f"{net.fields[0].shape[0]}"
         )
-    if y.shape[1] != net.fields[-1].shape[0]:
+    if y.shape[1] != net.fields[-1].shape[1]:
         raise ValueError(
             f"y (the labels) has {y.shape[1]} columns but the network has "
-            f"{net.fields[-1].shape[0]} outputs"
+            f"{net.fields[-1].shape[1]} outputs"
         )
     if batch_size > x.shape[0]:
         raise ValueError(f"batch_size ({batch_size}) must not exceed the {x.shape[0]} rows of x")
@@ -587,37 +598,34 @@ def train_ebp(
 
 
 # %% book/ebp.md
-def _first_layer(cols, x):
-    """x W^T from W's columns: all of W for dense x, the gathered columns W[:, x.idx] for
-    SparseRows."""
+def _first_layer(rows, x):
+    """x W from W's rows: all of W for dense x, the gathered rows W[x.idx] for SparseRows."""
     if isinstance(x, SparseRows):
-        return jax.ops.segment_sum((cols * x.val).T, x.row, num_segments=x.n)
-    return x @ cols.T
+        return jax.ops.segment_sum(rows * x.val[:, None], x.row, num_segments=x.n)
+    return x @ rows
 
 
 @checks(net=Instance(EBPNet))
-def mlp_output(net: EBPNet, x, cols=None):
-    """The real-weight network of the same architecture: tanh hidden layers, a linear output."""
+def mlp_output(net: EBPNet, x, rows=None):
+    """The real-weight network of the same architecture: tanh hidden layers, a linear output.
+    rows: the first layer's weights as _first_layer takes them (default: read from net)."""
     h = x
     for l, (w, b) in enumerate(zip(net.fields, net.biases)):
         if l == 0:
-            a = (
-                _first_layer(
-                    cols if cols is not None else w[:, h.idx] if isinstance(h, SparseRows) else w, h
-                )
-                + b
-            )
+            if rows is None:
+                rows = w[h.idx] if isinstance(h, SparseRows) else w
+            a = _first_layer(rows, h) + b
         else:
-            a = h @ w.T + b
+            a = h @ w + b
         h = jnp.tanh(a) if l < len(net.fields) - 1 else a
     return h
 
 
 @checks(net=Instance(EBPNet), loss=OneOf("ce", "mse"))
-def bp_loss(cols, net: EBPNet, x, y, loss: str):
+def bp_loss(rows, net: EBPNet, x, y, loss: str):
     """Cross-entropy (logistic, softplus(-y f)) or squared error ((tanh f - y)^2), averaged over the
     batch."""
-    out = mlp_output(net, x, cols)
+    out = mlp_output(net, x, rows)
     if loss == "ce":
         return jnp.mean(jax.nn.softplus(-y * out))
     return jnp.mean((jnp.tanh(out) - y) ** 2)
@@ -625,13 +633,13 @@ def bp_loss(cols, net: EBPNet, x, y, loss: str):
 
 @checks(net=Instance(EBPNet), lr=Float(0, low_open=True), loss=OneOf("ce", "mse"))
 def bp_update(net: EBPNet, x, y, lr: float, loss: str) -> EBPNet:
-    """One SGD step; for sparse x only the columns of W_1 that occur are read and written."""
-    cols = net.fields[0][:, x.idx] if isinstance(x, SparseRows) else net.fields[0]
-    g_cols, g_net = jax.grad(bp_loss, argnums=(0, 1))(cols, net, x, y, loss)
+    """One SGD step; for sparse x only the rows of W_1 that occur are read and written."""
+    rows = net.fields[0][x.idx] if isinstance(x, SparseRows) else net.fields[0]
+    g_rows, g_net = jax.grad(bp_loss, argnums=(0, 1))(rows, net, x, y, loss)
     fields = [
-        net.fields[0].at[:, x.idx].add(-lr * g_cols)
+        net.fields[0].at[x.idx].add(-lr * g_rows)
         if isinstance(x, SparseRows)
-        else net.fields[0] - lr * g_cols
+        else net.fields[0] - lr * g_rows
     ]
     fields += [w - lr * g for w, g in zip(net.fields[1:], g_net.fields[1:])]
     biases = tuple(b - lr * g for b, g in zip(net.biases, g_net.biases))

@@ -16,14 +16,31 @@ from lib import ebp_report as R
 
 
 def random_net(sizes, seed=0, scale=0.6):
+    """Fields drawn (out, in) and stored (in, out), the library's layout; out_in undoes it."""
     rng = np.random.default_rng(seed)
     return E.EBPNet(
         tuple(
-            jnp.asarray(rng.normal(0, scale, (o, i)), jnp.float32)
+            jnp.asarray(rng.normal(0, scale, (o, i)).T, jnp.float32)
             for i, o in zip(sizes[:-1], sizes[1:])
         ),
         tuple(jnp.asarray(rng.normal(0, 0.5, o), jnp.float32) for o in sizes[1:]),
     )
+
+
+def out_in(field, dtype=np.float32):
+    """A field as the paper writes W: (out, in), numpy."""
+    return np.asarray(field, dtype).T
+
+
+def test_init_stores_in_out_the_network_it_always_drew():
+    """Fields are stored (in, out) but drawn (out, in) as before the layout changed, so a key gives
+    the network it gave then (the results files' runs)."""
+    key = jax.random.key(3)
+    net = E.init_ebp(key, [7, 5, 2], kind="real")
+    for k, i, o, h in zip(jax.random.split(key, 2), (7, 5), (5, 2), net.fields):
+        drawn = (np.asarray(jax.random.uniform(k, (o, i))) - 0.5) * math.sqrt(12 / i)
+        assert h.shape == (i, o)
+        np.testing.assert_allclose(np.asarray(h), drawn.T, rtol=1e-6)
 
 
 @pytest.mark.parametrize("kind", E.KINDS)
@@ -33,7 +50,7 @@ def test_forward_moments_match_monte_carlo_of_sampled_networks(kind):
     net = random_net([K, 4], seed=2)
     x = jnp.asarray(rng.normal(size=(1, K)), jnp.float32)
     _, (mu,), (var,), mean_v = E.ebp_forward(net, x, kind, extra_var=0.0)
-    h = np.asarray(net.fields[0])
+    h = out_in(net.fields[0])
     w = (
         np.where(rng.random((n, 4, K)) < 1 / (1 + np.exp(-2 * h)), 1.0, -1.0)
         if kind == "binary"
@@ -53,7 +70,7 @@ def test_hidden_layer_variance_matches_monte_carlo():
     net = random_net([5, K, 3], seed=4)
     m = rng.uniform(-0.9, 0.9, K)
     for kind in E.KINDS:
-        h = np.asarray(net.fields[1])
+        h = out_in(net.fields[1])
         wm = np.tanh(h) if kind == "binary" else h
         second = 1.0 if kind == "binary" else h**2 + 1
         var = (np.sum(second * np.ones_like(h), 1) - (m**2) @ (wm**2).T) / (K + 1)
@@ -108,7 +125,7 @@ def test_backward_deltas_are_derivatives_of_the_log_marginal_likelihood():
     y = jnp.ones((1, 1))
     for kind in E.KINDS:
         inputs, mus, variances, _ = E.ebp_forward(net, x, kind)
-        w2 = np.asarray(E.weight_mean(net.fields[1], kind), np.float64)
+        w2 = out_in(E.weight_mean(net.fields[1], kind), np.float64)
         b2 = np.asarray(net.biases[1], np.float64)
         s1, s2 = (
             np.sqrt(np.asarray(variances[0][0], np.float64)),
@@ -137,12 +154,12 @@ def test_single_layer_field_update_is_the_bayes_update_to_first_order():
     = -1 and +1."""
     K = 2000
     rng = np.random.default_rng(7)
-    net = E.EBPNet((jnp.asarray(rng.normal(0, 0.3, (1, K)), jnp.float32),), (jnp.zeros(1),))
+    net = E.EBPNet((jnp.asarray(rng.normal(0, 0.3, (K, 1)), jnp.float32),), (jnp.zeros(1),))
     x = jnp.asarray(np.sign(rng.normal(size=(1, K))), jnp.float32)
     y = jnp.asarray([[1.0]])
     new = E.ebp_update(net, x, y, "binary", extra_var=0.0)
-    dh = np.asarray(new.fields[0] - net.fields[0])[0]
-    h, xv = np.asarray(net.fields[0], np.float64)[0], np.asarray(x, np.float64)[0]
+    dh = out_in(new.fields[0] - net.fields[0])[0]
+    h, xv = out_in(net.fields[0], np.float64)[0], np.asarray(x, np.float64)[0]
     m = np.tanh(h)
     mu_all, var_all = m @ xv, np.sum((1 - m**2) * xv**2)
     for j in rng.choice(K, 20, replace=False):
@@ -264,7 +281,7 @@ def test_ebp_learns_a_teacher_sign_network():
         y_valid=y[2500:],
     )
     assert hist["EBP-P"][-1] < 0.1
-    assert np.mean(np.sign(np.asarray(net.fields[0][0])) == teacher) > 0.9
+    assert np.mean(np.sign(out_in(net.fields[0])[0]) == teacher) > 0.9
 
 
 def test_bad_input_is_refused():
@@ -355,7 +372,7 @@ def test_ensemble_of_sampled_networks_matches_the_forward_mean_and_the_map_netwo
     x = jnp.asarray(rng.normal(size=(3, K)), jnp.float32)
     for kind in E.KINDS:
         net = E.EBPNet(
-            (jnp.asarray(rng.normal(0, 0.5, (1, K)), jnp.float32),), (jnp.asarray([0.3]),)
+            (jnp.asarray(rng.normal(0, 0.5, (K, 1)), jnp.float32),), (jnp.asarray([0.3]),)
         )
         vote = np.asarray(E.ebp_ensemble(net, x, kind, jax.random.key(0), n_networks=4000))
         # one layer, large fan-in: the mean output sign over sampled networks is <v_L> of eq. 4.1
@@ -365,8 +382,8 @@ def test_ensemble_of_sampled_networks_matches_the_forward_mean_and_the_map_netwo
     # nearly deterministic binary posteriors: every sampled network is the MAP network of EBP-D
     sure = E.EBPNet(
         (
-            jnp.asarray(np.sign(rng.normal(size=(5, K))) * 20, jnp.float32),
-            jnp.asarray(np.sign(rng.normal(size=(1, 5))) * 20, jnp.float32),
+            jnp.asarray(np.sign(rng.normal(size=(K, 5))) * 20, jnp.float32),
+            jnp.asarray(np.sign(rng.normal(size=(5, 1))) * 20, jnp.float32),
         ),
         (jnp.zeros(5), jnp.zeros(1)),
     )
@@ -383,7 +400,7 @@ def test_bp_update_is_a_gradient_step_on_the_written_out_loss():
 
         def written_out(params):
             w1, b1, w2, b2 = params
-            f = jnp.tanh(x @ w1.T + b1) @ w2.T + b2
+            f = jnp.tanh(x @ w1 + b1) @ w2 + b2  # fields are (in, out)
             return (
                 jnp.mean(jnp.log1p(jnp.exp(-y * f)))
                 if loss == "ce"
