@@ -720,9 +720,10 @@ def fit_with_validation(
     desc: str = "train",
     checkpoint_dir=None,
     checkpoint_every: int = 1000,
+    keep_best: bool = True,
 ) -> Trained:
     """Train target on minibatches of x_train, keeping the parameters with the lowest valid_fn
-    (Section 7).
+    (Section 7; keep_best=False: the last parameters, the validation curve only recorded).
 
     loss_fn(module, batch, key) -> (loss, metrics); valid_fn(module) -> float, measured every
     eval_every steps (None: no validation, the last parameters are returned); patience: stop after
@@ -762,8 +763,68 @@ def fit_with_validation(
             stopped = _patience_spent(history["valid"], patience)
         if validated is not None:
             _save_validated(validated, t, state, best, history, stopped)
-    model = nnx_model(graphdef, best[2] if valid_fn is not None else state)
-    return Trained(model, History(history, best_step=best[1]))
+    keep = valid_fn is not None and keep_best
+    model = nnx_model(graphdef, best[2] if keep else state)
+    return Trained(model, History(history, best_step=best[1] if keep else t))
+
+
+# %% book/darn.md
+def optimal_prior_kl(means, log_std):
+    """KL(Q || P) of eq. darn-weight-noise at the optimal prior, (kl, mu_P, sigma_P^2): Q the
+    diagonal Gaussian of the weights, P one Gaussian for all of them. means, log_std: the means
+    and log standard deviations, arrays or lists of arrays of matching shapes (a model's
+    parameters, summed leaf by leaf: no copy of them all into one array)."""
+    means, log_std = jax.tree.leaves(means), jax.tree.leaves(log_std)
+    if not means or [jnp.shape(m) for m in means] != [jnp.shape(s) for s in log_std]:
+        raise ValueError(
+            "means and log_std must be arrays of the same shapes, got "
+            f"{[jnp.shape(m) for m in means]} and {[jnp.shape(s) for s in log_std]}"
+        )
+    size = sum(jnp.size(m) for m in means)
+    mu_p = sum(jnp.sum(m) for m in means) / size
+    var_p = sum(jnp.sum(jnp.exp(2 * s) + (m - mu_p) ** 2) for m, s in zip(means, log_std)) / size
+    return 0.5 * size * jnp.log(var_p) - sum(jnp.sum(s) for s in log_std), mu_p, var_p
+
+
+class WeightNoise(nnx.Module):
+    """Adaptive weight noise (Graves 2011) on `model`: a diagonal Gaussian posterior over every
+    parameter. The means are the model's own parameters; log_std[i] is the log standard deviation
+    of the i-th of them (in jax.tree order). n_data: the training set's size, over which the
+    weights' description length is shared. init_std: every standard deviation at the start."""
+
+    @checks(model=Instance(nnx.Module), n_data=Int(1), init_std=Float(0, low_open=True))
+    def __init__(self, model: nnx.Module, *, n_data: int, init_std: float = 0.01):
+        self.model, self.n_data = model, int(n_data)
+        means = jax.tree.leaves(nnx.state(model, nnx.Param))
+        self.log_std = _module_list(
+            [nnx.Param(jnp.full_like(m, math.log(init_std))) for m in means]
+        )
+
+    def sample(self, key) -> nnx.Module:
+        """A copy of the model with weights mu + sigma * eps, eps ~ N(0, I), one eps per weight."""
+        graphdef, params, rest = nnx.split(self.model, nnx.Param, ...)
+        means, treedef = jax.tree.flatten(params)
+        keys = jax.random.split(key, len(means))
+        noisy = [
+            m + jnp.exp(s[...]) * jax.random.normal(k, m.shape, m.dtype)
+            for m, s, k in zip(means, self.log_std, keys)
+        ]
+        return nnx.merge(graphdef, jax.tree.unflatten(treedef, noisy), rest)
+
+    def weight_cost(self):
+        """KL(Q || P) in nats at the optimal prior: the description length of the weights."""
+        means = jax.tree.leaves(nnx.state(self.model, nnx.Param))
+        return optimal_prior_kl(means, [s[...] for s in self.log_std])[0]
+
+
+@checks(wrapped=Instance(WeightNoise), key=Key())
+def weight_noise_loss(wrapped: WeightNoise, x, key, **penalty):
+    """Eq. darn-weight-noise per example: darn_loss of a network drawn from Q (penalty: its
+    sparsity keywords) plus KL / n_data; metrics: description_length, weight_cost, activity."""
+    k_weights, k_codes = jax.random.split(key)
+    loss, metrics = darn_loss(wrapped.sample(k_weights), x, k_codes, **penalty)
+    cost = wrapped.weight_cost() / wrapped.n_data
+    return loss + cost, {"description_length": loss, **metrics, "weight_cost": cost}
 
 
 # %% book/darn.md
@@ -773,6 +834,8 @@ def fit_with_validation(
     sparsity_target=Maybe(Float(0, 1, low_open=True, high_open=True)),
     sparsity_weight=Float(0),
     valid_samples=Int(1),
+    weight_noise_std=Maybe(Float(0, low_open=True)),
+    keep_best=Bool(),
     **_LOOP_CONTRACTS,
 )
 def train_darn(
@@ -790,6 +853,8 @@ def train_darn(
     sparsity_target: float | None = None,
     sparsity_weight: float = 0.0,
     valid_samples: int = 1,
+    weight_noise_std: float | None = None,
+    keep_best: bool = True,
     seed=0,
     progress: bool = True,
     log_every: int = 100,
@@ -804,6 +869,10 @@ def train_darn(
     row, always with the same key) and the best parameters are returned (patience: stop after that
     many measurements without improvement).
     sparsity_target, sparsity_weight: the fDARN penalty (Section 9; estimator "darn" only).
+    weight_noise_std: train with adaptive weight noise (WeightNoise, eq. darn-weight-noise;
+    estimator "darn" only), every standard deviation starting there; the model returned is the
+    mean network.
+    keep_best: False returns the last parameters even with x_valid (whose curve is then recorded).
     checkpoint_dir, checkpoint_every: checkpoint there and resume from it (see fit_with_validation).
     """
     x_train = model.check_x(x_train, "x_train")
@@ -812,10 +881,18 @@ def train_darn(
             "a sparsity penalty needs sparsity_target in (0, 1) and estimator 'darn', got "
             f"sparsity_target={sparsity_target!r}, estimator={estimator!r}"
         )
+    if weight_noise_std is not None and estimator != "darn":
+        raise ValueError(
+            f"weight noise (weight_noise_std={weight_noise_std!r}) needs estimator 'darn', got "
+            f"{estimator!r}"
+        )
     sparsity = dict(sparsity_target=sparsity_target, sparsity_weight=sparsity_weight)
     loss = partial(darn_loss, **sparsity) if estimator == "darn" else reinforce_loss
     target = model if estimator == "darn" else Reinforce(model, rngs=nnx.Rngs(seed_key(seed)))
-    unwrap = (lambda m: m) if estimator == "darn" else (lambda m: m.model)  # noqa: E731
+    if weight_noise_std is not None:
+        loss = partial(weight_noise_loss, **sparsity)
+        target = WeightNoise(model, n_data=len(x_train), init_std=weight_noise_std)
+    unwrap = (lambda m: m) if target is model else (lambda m: m.model)  # noqa: E731
     valid_fn = None
     if x_valid is not None:
         x_valid, valid_key = model.check_x(x_valid, "x_valid"), _valid_key(seed)
@@ -840,6 +917,7 @@ def train_darn(
         desc=f"DARN ({estimator})",
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=checkpoint_every,
+        keep_best=keep_best,
     )
     return Trained(unwrap(trained), history)
 

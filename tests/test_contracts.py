@@ -33,6 +33,7 @@ def _examples():
         D.DARN: darn,
         nnx.Module: darn,
         D.Reinforce: D.Reinforce(darn, rngs=nnx.Rngs(0)),
+        D.WeightNoise: D.WeightNoise(darn, n_data=10),
         E.EBPNet: E.init_ebp(jax.random.key(0), [4, 3, 1], kind="binary"),
         P.RBM: P.RBM(4, 3, rngs=nnx.Rngs(0)),
         P.Tracker: P.tracker_init(3, 0.0),
