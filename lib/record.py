@@ -911,7 +911,8 @@ class Claim:
     "results/<chapter>/<file>.json:<key>/<key>/..." (a list is indexed by position, or by
     `field=value` for the row whose field has that value) or a function of the loaded records
     {path: record} of `sources`; None: not run. target: the number ours is compared with (default:
-    paper_value); tolerance (a number, or a function of the loaded records) and direction:
+    paper_value); tolerance (a number, or a function of the loaded records: those of `sources`
+    beside the file of a path `ours`) and direction:
     within it iff |ours - target| <= tolerance ("two-sided"), ours >= target - tolerance ("at
     least") or ours <= target + tolerance ("at most"). tolerance_basis: where the tolerance comes
     from (required with a result). changes: what our procedure did that the paper's did not
@@ -1013,9 +1014,10 @@ class _ClaimFields:
         return self.better or {"at least": "higher", "at most": "lower"}.get(self.direction)
 
     def files(self) -> tuple[str, ...]:
-        """The results files the claim reads."""
+        """The results files the claim reads: the file of `ours` (a path) and `sources` (which a
+        tolerance computed from the records may read besides it)."""
         if isinstance(self.ours, str):
-            return (self.ours.split(":", 1)[0],)
+            return tuple(dict.fromkeys((self.ours.split(":", 1)[0], *self.sources)))
         return tuple(self.sources)
 
 
