@@ -786,6 +786,7 @@ def optimal_prior_kl(means, log_std):
     return 0.5 * size * jnp.log(var_p) - sum(jnp.sum(s) for s in log_std), mu_p, var_p
 
 
+# %% book/darn.md
 class WeightNoise(nnx.Module):
     """Adaptive weight noise (Graves 2011) on `model`: a diagonal Gaussian posterior over every
     parameter. The means are the model's own parameters; log_std[i] is the log standard deviation
@@ -825,6 +826,30 @@ def weight_noise_loss(wrapped: WeightNoise, x, key, **penalty):
     loss, metrics = darn_loss(wrapped.sample(k_weights), x, k_codes, **penalty)
     cost = wrapped.weight_cost() / wrapped.n_data
     return loss + cost, {"description_length": loss, **metrics, "weight_cost": cost}
+
+
+# %% book/darn.md
+def _darn_objective(model, estimator, sparsity: dict, weight_noise_std, n_data: int, seed):
+    """(the module fit trains, its loss): the DARN itself, or wrapped with its REINFORCE baseline
+    or its weight noise."""
+    if sparsity["sparsity_weight"] and not (
+        sparsity["sparsity_target"] is not None and estimator == "darn"
+    ):
+        raise ValueError(
+            "a sparsity penalty needs sparsity_target in (0, 1) and estimator 'darn', got "
+            f"sparsity_target={sparsity['sparsity_target']!r}, estimator={estimator!r}"
+        )
+    if weight_noise_std is not None:
+        if estimator != "darn":
+            raise ValueError(
+                f"weight noise (weight_noise_std={weight_noise_std!r}) needs estimator 'darn', "
+                f"got {estimator!r}"
+            )
+        noisy = WeightNoise(model, n_data=n_data, init_std=weight_noise_std)
+        return noisy, partial(weight_noise_loss, **sparsity)
+    if estimator == "darn":
+        return model, partial(darn_loss, **sparsity)
+    return Reinforce(model, rngs=nnx.Rngs(seed_key(seed))), reinforce_loss
 
 
 # %% book/darn.md
@@ -876,22 +901,8 @@ def train_darn(
     checkpoint_dir, checkpoint_every: checkpoint there and resume from it (see fit_with_validation).
     """
     x_train = model.check_x(x_train, "x_train")
-    if sparsity_weight and not (sparsity_target is not None and estimator == "darn"):
-        raise ValueError(
-            "a sparsity penalty needs sparsity_target in (0, 1) and estimator 'darn', got "
-            f"sparsity_target={sparsity_target!r}, estimator={estimator!r}"
-        )
-    if weight_noise_std is not None and estimator != "darn":
-        raise ValueError(
-            f"weight noise (weight_noise_std={weight_noise_std!r}) needs estimator 'darn', got "
-            f"{estimator!r}"
-        )
     sparsity = dict(sparsity_target=sparsity_target, sparsity_weight=sparsity_weight)
-    loss = partial(darn_loss, **sparsity) if estimator == "darn" else reinforce_loss
-    target = model if estimator == "darn" else Reinforce(model, rngs=nnx.Rngs(seed_key(seed)))
-    if weight_noise_std is not None:
-        loss = partial(weight_noise_loss, **sparsity)
-        target = WeightNoise(model, n_data=len(x_train), init_std=weight_noise_std)
+    target, loss = _darn_objective(model, estimator, sparsity, weight_noise_std, len(x_train), seed)
     unwrap = (lambda m: m) if target is model else (lambda m: m.model)  # noqa: E731
     valid_fn = None
     if x_valid is not None:
@@ -1194,6 +1205,9 @@ __all__ = [
     "NADE",
     "MixtureOfBernoullis",
     "train_darn",
+    "WeightNoise",
+    "weight_noise_loss",
+    "optimal_prior_kl",
     "train_likelihood",
     "fit_mixture_of_bernoullis",
     "fit_with_validation",

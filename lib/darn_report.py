@@ -741,8 +741,10 @@ __all__ = [
     "UCI_TABLE1",
     "UCI_PRESETS",
     "MNIST_PRESETS",
+    "ADANOISE_PRESETS",
     "run_darn_uci",
     "seed_spread",
     "run_darn_mnist",
+    "run_darn_adanoise",
     "CLAIMS",
 ]
