@@ -578,7 +578,7 @@ _TABLE2_CLAIMS += [
         note=(
             "adaptive weight noise is implemented (lib.darn.WeightNoise, the chapter's Section 7); "
             "its paper-scale run, python -m lib darn-adanoise --preset paper, is queued "
-            "(tools/queue.json, part nh500: about five hours of one core of this CPU)"
+            "(tools/queue.json, part nh500: hours of one core of this CPU)"
         ),
     ),
     Claim(
