@@ -447,8 +447,8 @@ _sum_chunks.defvjp(_sum_rows_fwd, _sum_rows_bwd)
 @checks(num_outputs=Int(1), num_inducing=Int(1))
 def default_chunk_rows(num_outputs: int, num_inducing: int, dtype=jnp.float64) -> int:
     """Rows per chunk: on the CPU, at most 4 MB of a layer's (rows, P M) product and 2^18 elements
-    per (rows, M) array (the fastest of the settings measured in Appendix C); 2^27 elements on an
-    accelerator."""
+    per (rows, M) array (chosen by timing the configurations of Appendix C, Section 1, with other
+    chunk sizes); 2^27 elements on an accelerator."""
     if jax.default_backend() != "cpu":
         return max(128, 2**27 // (num_outputs * num_inducing))
     by_bytes = 2**22 // (num_outputs * num_inducing * jnp.dtype(dtype).itemsize)
