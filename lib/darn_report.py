@@ -682,9 +682,8 @@ _TABLE2_CLAIMS += [
 
 
 # %% book/darn_report.md
-_UCI_FILES = tuple(
-    f"results/darn/darn-uci.{d}{s}.json" for d in UCI_TABLE1 for s in ("", "-seed1", "-seed2")
-)
+_UCI_SEEDS = ("", "-seed1", "-seed2")  # the parts' suffixes: seed 0 (the grid), seeds 1 and 2
+_UCI_FILES = tuple(f"results/darn/darn-uci.{d}{s}.json" for d in UCI_TABLE1 for s in _UCI_SEEDS)
 
 
 def _uci_tolerance(model: str):
@@ -715,7 +714,7 @@ _UCI_NOTES = {
     ("nips", "MoB"): f"{_UCI_BETTER}: EM here fits a much better mixture than the one quoted",
     ("nips", "FVSBN"): f"{_UCI_WORSE}: 400 training rows for 125,000 weights, early stopping only",
     ("nips", "NADE"): f"{_UCI_WORSE}, by a little: NADE stays ahead of DARN, as in the paper",
-    ("nips", "DARN"): f"{_UCI_BETTER}",
+    ("nips", "DARN"): _UCI_BETTER,
 }
 _TABLE1_CLAIMS = [
     *(
