@@ -3,6 +3,7 @@ Carlo)."""
 
 import itertools
 import math
+import statistics
 
 import jax
 import jax.numpy as jnp
@@ -608,3 +609,56 @@ def test_exact_evaluator_against_brute_force():
     assert out["ais_lower"] - 0.05 < log_z < out["ais_upper"] + 0.05
     with pytest.raises(ValueError, match="x_test"):
         P.exact_evaluator(x + 2, base_bias=jnp.zeros(6), ais_every=10, ais_counts=[5, 5, 5])
+
+
+def _uci_row(kind, valid, kf, ais, n_hidden=500, lr0=0.01, alpha=1e4, width=0.6):
+    return {
+        "kind": kind,
+        "n_hidden": n_hidden,
+        "lr0": lr0,
+        "alpha": alpha,
+        "valid_ll_tracked": valid,
+        "test_ll_tracked": kf,
+        "test_ll_ais": ais,
+        "test_ll_ais_low": ais - width / 2,
+        "test_ll_ais_high": ais + width / 2,
+    }
+
+
+def _uci_records(seed_setting=None):
+    grid, wide, s1, s2 = R._uci_sources("toy")
+    seed = dict(seed_setting or {})
+    return {
+        grid: {"rows": [_uci_row("candidate", -10.0, -9.0, -9.5, n_hidden=100)]},
+        wide: {"rows": [_uci_row("candidate", -8.0, -7.0, -7.4)]},
+        # a seed run with a better validation value than the grid's: it must not be chosen
+        s1: {"rows": [_uci_row(k, -1.0, -7.4, -8.0, **seed) for k in ("candidate", "chosen")]},
+        s2: {"rows": [_uci_row(k, -9.0, -6.9, -7.1, **seed) for k in ("candidate", "chosen")]},
+    }
+
+
+def test_table1_records_choose_from_the_grid_and_band_from_the_seeds():
+    records = _uci_records()
+    assert R._chosen(records, "test_ll_tracked") == -7.0  # the wide grid's, not seed 1's
+    for key, values in (
+        ("test_ll_tracked", [-7.0, -7.4, -6.9]),
+        ("test_ll_ais", [-7.4, -8.0, -7.1]),
+    ):
+        assert R._run_spread(records, key) == pytest.approx(statistics.stdev(values))
+    kalman = R._tolerance("Kalman", 0.9, R._chosen, seeds=True)["tolerance"](records)
+    assert kalman == pytest.approx(2 * math.sqrt(2) * statistics.stdev([-7.0, -7.4, -6.9]))
+    ais = R._tolerance("AIS", 0.9, R._chosen, seeds=True)["tolerance"](records)
+    sd = statistics.stdev([-7.4, -8.0, -7.1])  # paper 3 sd 0.9, ours 0.6 wide (3 sd each side)
+    assert ais == pytest.approx(2 * math.sqrt(0.3**2 + 0.1**2 + 2 * sd**2))
+    assert R._tolerance("AIS", 0.9, R._chosen)["tolerance"](records) == pytest.approx(
+        2 * math.hypot(0.3, 0.1)
+    )
+
+
+def test_table1_band_refuses_seed_runs_of_another_setting():
+    with pytest.raises(ValueError, match="not the chosen setting"):
+        R._run_spread(_uci_records({"lr0": 0.001}), "test_ll_tracked")
+    grid, wide, *_ = R._uci_sources("toy")
+    alone = {p: r for p, r in _uci_records().items() if p in (grid, wide)}
+    with pytest.raises(ValueError, match="needs the seed runs"):
+        R._run_spread(alone, "test_ll_tracked")
