@@ -592,8 +592,8 @@ _FDARN_BASIS = (
 
 
 _FDARN_BETTER = (
-    "ours is better than the paper's by more than the spread of a run: the three seeds' bounds "
-    "lie within a tenth of a nat of one another, all below the paper's"
+    "ours is better than the paper's by more than the spread of a run, and each of the three "
+    "seeds' bounds lies below the paper's (the report asserts it)"
 )
 
 
