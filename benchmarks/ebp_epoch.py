@@ -9,7 +9,9 @@ difference of a 3-epoch and a 1-epoch run over 2 (both compiled beforehand), in 
 that alternate the methods, so that a slow spell of the machine falls on all of them; the median
 over rounds. A last row times what Binary EBP computes that Real EBP does not, the
 mean tanh(h) of every first-layer weight at every minibatch, alone: one epoch's worth of it (as
-many passes as updates, in one lax.scan). Writes results/benchmarks/ebp-epoch.json.
+many passes as updates, in one lax.scan); and another the product it adds for the variance of
+the pre-activation, x^2 @ tanh(h)^2, with the square of its right side, alike.
+Writes results/benchmarks/ebp-epoch.json.
 """
 
 from __future__ import annotations
@@ -98,6 +100,25 @@ def main(argv=None) -> int:
     per_epoch = statistics.median(tanh_epoch() for _ in range(5))
     record.add(
         method="tanh of the first layer (within Binary EBP)",
+        seconds_per_epoch=round(per_epoch, 4),
+        updates_per_second=round(updates / per_epoch, 1),
+    )
+    # the product Binary EBP adds for the variance, x^2 @ tanh(h)^2, with the square of its right
+    # side (which depends on the carry, so that it is formed at every pass as in training)
+    xs = jnp.asarray(x[: updates * 10].reshape(updates, 10, -1))
+    product_passes = jax.jit(
+        lambda h: jax.lax.scan(lambda c, xb: (c + 1e-9 * jnp.sum((xb**2) @ (c**2)), None), h, xs)[0]
+    )
+    jax.block_until_ready(product_passes(field))
+
+    def product_epoch():
+        began = time.perf_counter()
+        jax.block_until_ready(product_passes(field))
+        return time.perf_counter() - began
+
+    per_epoch = statistics.median(product_epoch() for _ in range(5))
+    record.add(
+        method="second product of the first layer (within Binary EBP)",
         seconds_per_epoch=round(per_epoch, 4),
         updates_per_second=round(updates / per_epoch, 1),
     )
