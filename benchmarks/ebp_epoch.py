@@ -87,40 +87,42 @@ def main(argv=None) -> int:
         )
     updates = x.shape[0] // 10
     field = init_ebp(jax.random.key(0), sizes, kind="binary").fields[0]
-    tanh_passes = jax.jit(
-        lambda h: jax.lax.scan(lambda c, _: (c + 1e-9 * jnp.tanh(h + c), None), h, None, updates)[0]
-    )
-    jax.block_until_ready(tanh_passes(field))
 
-    def tanh_epoch():
-        began = time.perf_counter()
-        jax.block_until_ready(tanh_passes(field))
-        return time.perf_counter() - began
+    def alone(method: str, passes) -> None:
+        """A row for `passes` (jitted, one epoch's worth of passes over the first layer's field):
+        the median of 5 timed calls after a compiling one."""
+        jax.block_until_ready(passes(field))
 
-    per_epoch = statistics.median(tanh_epoch() for _ in range(5))
-    record.add(
-        method="tanh of the first layer (within Binary EBP)",
-        seconds_per_epoch=round(per_epoch, 4),
-        updates_per_second=round(updates / per_epoch, 1),
+        def epoch():
+            began = time.perf_counter()
+            jax.block_until_ready(passes(field))
+            return time.perf_counter() - began
+
+        per_epoch = statistics.median(epoch() for _ in range(5))
+        record.add(
+            method=method,
+            seconds_per_epoch=round(per_epoch, 4),
+            updates_per_second=round(updates / per_epoch, 1),
+        )
+
+    alone(
+        "tanh of the first layer (within Binary EBP)",
+        jax.jit(
+            lambda h: jax.lax.scan(
+                lambda c, _: (c + 1e-9 * jnp.tanh(h + c), None), h, None, updates
+            )[0]
+        ),
     )
     # the product Binary EBP adds for the variance, x^2 @ tanh(h)^2, with the square of its right
     # side (which depends on the carry, so that it is formed at every pass as in training)
     xs = jnp.asarray(x[: updates * 10].reshape(updates, 10, -1))
-    product_passes = jax.jit(
-        lambda h: jax.lax.scan(lambda c, xb: (c + 1e-9 * jnp.sum((xb**2) @ (c**2)), None), h, xs)[0]
-    )
-    jax.block_until_ready(product_passes(field))
-
-    def product_epoch():
-        began = time.perf_counter()
-        jax.block_until_ready(product_passes(field))
-        return time.perf_counter() - began
-
-    per_epoch = statistics.median(product_epoch() for _ in range(5))
-    record.add(
-        method="second product of the first layer (within Binary EBP)",
-        seconds_per_epoch=round(per_epoch, 4),
-        updates_per_second=round(updates / per_epoch, 1),
+    alone(
+        "second product of the first layer (within Binary EBP)",
+        jax.jit(
+            lambda h: jax.lax.scan(
+                lambda c, xb: (c + 1e-9 * jnp.sum((xb**2) @ (c**2)), None), h, xs
+            )[0]
+        ),
     )
     bp = next(r for r in record.rows if r["method"].startswith("BP"))["seconds_per_epoch"]
     for row in record.rows:
