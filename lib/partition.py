@@ -974,11 +974,11 @@ def thin_history(history: dict, every: int) -> dict:
     }
 
 
-def exact_evaluator(x_test, *, base_bias, ais_every: int, ais_counts, ais_runs: int = 100):
+def exact_evaluator(x_test, *, base_bias, ais_every: int | None, ais_counts, ais_runs: int = 100):
     """evaluate(model, state, t) for train_sml_pt (Section 9): the exact log Z (eq. pt-exact) and
     the time it took, the test log-likelihood with the exact and with the tracked log Z, and every
-    `ais_every` steps AIS's log Z and 3-sd interval (from `base_bias`, with ais_betas(ais_counts),
-    `ais_runs` runs). x_test: binary (n, n_visible)."""
+    `ais_every` steps (never if None) AIS's log Z and 3-sd interval (from `base_bias`, with
+    ais_betas(ais_counts), `ais_runs` runs). x_test: binary (n, n_visible)."""
     test = jnp.asarray(check_array(x_test, "x_test", binary=True, ndim=2), jnp.float32)
 
     def evaluate(model: RBM, state, t: int) -> dict:
@@ -991,7 +991,7 @@ def exact_evaluator(x_test, *, base_bias, ais_every: int, ais_counts, ais_runs: 
             "test_ll_exact": -f_test - exact,
             "test_ll_tracked": -f_test - float(state.tracker.mean[0]),
         }
-        if t % ais_every == 0:
+        if ais_every is not None and t % ais_every == 0:
             ais = ais_log_z(
                 model,
                 jax.random.key(t),

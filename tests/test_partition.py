@@ -588,7 +588,7 @@ def test_thin_history_keeps_points_and_window_means():
 def test_exact_evaluator_against_brute_force():
     """The evaluation callback of train_sml_pt: exact log Z and test log-likelihoods against the
     enumeration of both layers, the tracked one from the state's tracker, AIS only every
-    `ais_every` steps and then bracketing the exact value."""
+    `ais_every` steps (never with None) and then bracketing the exact value."""
     from types import SimpleNamespace
 
     rbm = tiny_rbm(6, 4, seed=2)
@@ -607,6 +607,8 @@ def test_exact_evaluator_against_brute_force():
     assert "ais_log_z" not in out and out["exact_seconds"] >= 0
     out = evaluate(rbm, state, 10)
     assert out["ais_lower"] - 0.05 < log_z < out["ais_upper"] + 0.05
+    never = P.exact_evaluator(x, base_bias=jnp.zeros(6), ais_every=None, ais_counts=[5, 5, 5])
+    assert "ais_log_z" not in never(rbm, state, 10)
     with pytest.raises(ValueError, match="x_test"):
         P.exact_evaluator(x + 2, base_bias=jnp.zeros(6), ais_every=10, ais_counts=[5, 5, 5])
 
