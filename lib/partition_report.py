@@ -573,7 +573,7 @@ _TRACKING_CLAIMS = [  # Figure 3 and the tracker's cost
             direction="at most",
             sources=(f"results/partition/partition-mnist.{part}.json",),
             ours=_tracking_error,
-            section="partition#partition-mnist25",
+            section="partition_report#partition-paper-scale",
             **(
                 {"expect": "not reproduced", "note": _DIVERGES}
                 if part in ("eps1e-2-a1e4", "eps1e-2-a1e5")
@@ -596,7 +596,7 @@ _TRACKING_CLAIMS = [  # Figure 3 and the tracker's cost
         ),
         direction="at most",
         ours="results/benchmarks/partition-tracking.json:rows/method=tracker/overhead",
-        section="partition#partition-mnist25",
+        section="performance#perf-tracking",
     ),
 ]
 
